@@ -1,0 +1,10 @@
+package main
+
+import (
+	"context"
+	"errors"
+)
+
+func cmdGate(ctx context.Context, s stdio, args []string) error {
+	return errors.New("not built yet")
+}

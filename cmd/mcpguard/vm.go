@@ -1,0 +1,10 @@
+package main
+
+import (
+	"context"
+	"errors"
+)
+
+func cmdVM(ctx context.Context, s stdio, args []string) error {
+	return errors.New("not built yet")
+}

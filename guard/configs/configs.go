@@ -1,0 +1,101 @@
+// Package configs turns a config name (C0, C-AB, C-app, C-ebpf, C-full,
+// C-AB+ebpf, ...) into the list of layers and the sandbox that implement it.
+// A config is just a list of layers around the forwarding core.
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
+)
+
+// Sentinel errors; callers branch on them (the eval harness skips a config
+// that is unavailable here, the CLI exits with a usage error on an unknown one).
+var (
+	ErrUnknown     = errors.New("unknown config")
+	ErrUnavailable = errors.New("config not available")
+)
+
+// The six configs of the study, in table order. More may be added, never renamed.
+const (
+	C0      = "C0"
+	CAB     = "C-AB"
+	CApp    = "C-app"
+	CEBPF   = "C-ebpf"
+	CFull   = "C-full"
+	CABEBPF = "C-AB+ebpf"
+)
+
+// Names lists every config name this build knows, in table order.
+func Names() []string {
+	return append([]string{C0, CAB, CApp, CEBPF, CFull, CABEBPF}, extraNames()...)
+}
+
+// Options carries what the layers need to know about the guarded server.
+type Options struct {
+	// Server names the guarded server (for audit events and policy lookup).
+	Server string
+	// PolicyFile is the server's L1 policy (JSON). Overrides are read from
+	// the overrides/ directory beside it.
+	PolicyFile string
+	// ManifestFile is the server's AgentBound manifest (C-AB configs).
+	ManifestFile string
+	// Audit receives one event per denial or rewrite; nil drops them.
+	Audit *audit.Logger
+	// L3 picks the kernel backend for configs with L3: "auto", "ebpf" or
+	// "landlock". Empty means the config's own backend.
+	L3 string
+}
+
+// Setup is a built config, ready for the proxy.
+type Setup struct {
+	Name   string
+	Layers []guard.Middleware
+	// Prepare hooks run on the server command before it starts (e.g. L1's
+	// environment allow-list).
+	Prepare []func(*exec.Cmd) error
+	// Sandbox is the L3 backend, nil when the config has none.
+	Sandbox guard.Sandbox
+}
+
+// Build returns the setup for config name. A config whose layers cannot run
+// here (L3 on a kernel that refuses BPF LSM, say) fails with an error that
+// wraps ErrUnavailable and says why: configs with L3 fail closed.
+func Build(name string, o Options) (*Setup, error) {
+	switch name {
+	case C0:
+		return &Setup{Name: C0}, nil
+	case CAB:
+		return combine(name, o, buildAB)
+	case CApp:
+		return combine(name, o, buildApp)
+	case CEBPF:
+		return combine(name, o, buildEBPF)
+	case CFull:
+		return combine(name, o, buildApp, buildEBPF)
+	case CABEBPF:
+		return combine(name, o, buildAB, buildEBPF)
+	}
+	if b, ok := extraBuilder(name); ok {
+		return combine(name, o, b...)
+	}
+	return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknown, name, Names())
+}
+
+type builder func(o Options, s *Setup) error
+
+func combine(name string, o Options, parts ...builder) (*Setup, error) {
+	s := &Setup{Name: name}
+	for _, b := range parts {
+		if err := b(o, s); err != nil {
+			if s.Sandbox != nil {
+				s.Sandbox.Close()
+			}
+			return nil, fmt.Errorf("config %s: %w", name, err)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,91 @@
+// Package guard is the forwarding core of mcpguard: a transparent JSON-RPC
+// proxy between an MCP client on one side and an MCP server subprocess on the
+// other, with one hook point where the defence layers sit as middleware.
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+
+	"github.com/mcpguard/mcpguard/guard/jsonrpc"
+)
+
+// Request is a client-to-server JSON-RPC request as the defence layers see it.
+// For tools/call, Tool and Arguments are parsed out of Params; a layer that
+// rewrites the arguments assigns Arguments and the core re-encodes Params.
+type Request struct {
+	Method string
+	ID     json.RawMessage
+	Params json.RawMessage
+
+	// Tool and Arguments are set for tools/call only.
+	Tool      string
+	Arguments json.RawMessage
+
+	// Server and Config name the guarded server and the active config, for
+	// audit events.
+	Server string
+	Config string
+}
+
+// Response is what comes back for a Request: a result or an error.
+type Response struct {
+	Result json.RawMessage
+	Error  *jsonrpc.Error
+}
+
+// Handler answers one request. The core's own handler forwards the request
+// to the server and waits for its response.
+type Handler func(ctx context.Context, req *Request) *Response
+
+// Middleware is a defence layer: it may answer the request itself (deny),
+// change it before calling next (rewrite), or change what next returned
+// (sanitise a response, inspect a tools/list result).
+type Middleware func(next Handler) Handler
+
+// Chain composes layers so that layers[0] sees a request first.
+func Chain(h Handler, layers ...Middleware) Handler {
+	for i := len(layers) - 1; i >= 0; i-- {
+		h = layers[i](h)
+	}
+	return h
+}
+
+// Denial describes why a layer refused a call; it travels to the client as
+// the JSON-RPC error's data.
+type Denial struct {
+	Layer  string `json:"layer"`
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
+}
+
+// Deny builds the response a layer returns to refuse a request. The message
+// names the layer and the rule so the client (and the operator reading its
+// log) can tell which rule to override.
+func Deny(layer, rule, reason string) *Response {
+	d := Denial{Layer: layer, Rule: rule, Reason: reason}
+	data, _ := json.Marshal(d)
+	return &Response{Error: &jsonrpc.Error{
+		Code:    jsonrpc.CodeDenied,
+		Message: fmt.Sprintf("mcpguard: denied by %s rule %s: %s", layer, rule, reason),
+		Data:    data,
+	}}
+}
+
+// Sandbox is an OS-level enforcement backend (layer L3). The core calls
+// Prepare before the server starts, so that the server is under policy from
+// its first instruction, Started once it has a pid, and Close when the
+// session ends.
+type Sandbox interface {
+	// Name identifies the backend in logs and errors ("ebpf", "landlock").
+	Name() string
+	// Prepare may change how the server command is started: its path and
+	// arguments (a re-exec wrapper), environment, SysProcAttr.
+	Prepare(cmd *exec.Cmd) error
+	// Started is called with the server's pid right after it started.
+	Started(pid int) error
+	// Close releases what the sandbox holds; called after the server exited.
+	Close() error
+}
