@@ -48,6 +48,9 @@ type Options struct {
 	// L3 picks the kernel backend for configs with L3: "auto", "ebpf" or
 	// "landlock". Empty means the config's own backend.
 	L3 string
+	// Vars expands ${NAME} placeholders in policy and manifest files (the
+	// eval harness sets WS, HOME and TMP for each case).
+	Vars map[string]string
 }
 
 // Setup is a built config, ready for the proxy.

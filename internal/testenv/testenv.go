@@ -1,0 +1,53 @@
+// Package testenv holds the test flags every package of this module shares,
+// so that `go test -bpf ./...` and `go test ./... -update` work in every
+// package. Each package with tests imports it (blank if it uses nothing).
+package testenv
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"testing"
+)
+
+var (
+	bpf    = flag.Bool("bpf", false, "run tests that load BPF LSM programs (root and an enforcing kernel; see `mcpguard vm`)")
+	update = flag.Bool("update", false, "rewrite golden files with the current output")
+)
+
+// BPF reports whether -bpf was given.
+func BPF() bool { return *bpf }
+
+// Update reports whether -update was given.
+func Update() bool { return *update }
+
+// RequireBPF skips tb unless -bpf was given and the test runs as root. The
+// kernel's own refusal is reported by SkipIfNotSupported at load time.
+func RequireBPF(tb testing.TB) {
+	tb.Helper()
+	if !*bpf {
+		tb.Skip("needs -bpf (run as: mcpguard vm -- go test -bpf ./...)")
+	}
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root to load BPF programs")
+	}
+}
+
+// ErrKernelRefused is what backends wrap when the kernel refused a feature
+// (EPERM on a BPF LSM load, no Landlock): tests skip on it, the guard fails
+// closed on it.
+var ErrKernelRefused = errors.New("kernel refused the feature")
+
+// SkipIfNotSupported skips tb when err says the kernel lacks or refuses a
+// feature, with the kernel's reason in the skip message, and fails it on any
+// other error.
+func SkipIfNotSupported(tb testing.TB, err error) {
+	tb.Helper()
+	if err == nil {
+		return
+	}
+	if errors.Is(err, ErrKernelRefused) {
+		tb.Skipf("kernel does not support this here: %v", err)
+	}
+	tb.Fatal(err)
+}
