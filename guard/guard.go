@@ -6,6 +6,7 @@ package guard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 
@@ -73,6 +74,11 @@ func Deny(layer, rule, reason string) *Response {
 		Data:    data,
 	}}
 }
+
+// ErrKernelRefused is what an L3 backend wraps when the kernel lacks or
+// refuses what it needs (EPERM loading a BPF LSM program, no Landlock). The
+// guard fails closed on it; tests skip on it with the kernel's reason.
+var ErrKernelRefused = errors.New("kernel refused the feature")
 
 // Sandbox is an OS-level enforcement backend (layer L3). The core calls
 // Prepare before the server starts, so that the server is under policy from

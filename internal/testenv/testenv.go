@@ -8,6 +8,8 @@ import (
 	"flag"
 	"os"
 	"testing"
+
+	"github.com/mcpguard/mcpguard/guard"
 )
 
 var (
@@ -33,11 +35,6 @@ func RequireBPF(tb testing.TB) {
 	}
 }
 
-// ErrKernelRefused is what backends wrap when the kernel refused a feature
-// (EPERM on a BPF LSM load, no Landlock): tests skip on it, the guard fails
-// closed on it.
-var ErrKernelRefused = errors.New("kernel refused the feature")
-
 // SkipIfNotSupported skips tb when err says the kernel lacks or refuses a
 // feature, with the kernel's reason in the skip message, and fails it on any
 // other error.
@@ -46,7 +43,7 @@ func SkipIfNotSupported(tb testing.TB, err error) {
 	if err == nil {
 		return
 	}
-	if errors.Is(err, ErrKernelRefused) {
+	if errors.Is(err, guard.ErrKernelRefused) {
 		tb.Skipf("kernel does not support this here: %v", err)
 	}
 	tb.Fatal(err)
