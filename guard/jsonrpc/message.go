@@ -119,12 +119,8 @@ func Parse(line []byte) (*Message, error) {
 	if m.JSONRPC != Version {
 		return &m, ErrBadVersion
 	}
-	if len(m.ID) > 0 {
-		switch m.ID[0] {
-		case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		default:
-			return &m, ErrBadID
-		}
+	if len(m.ID) > 0 && !validID(m.ID) {
+		return &m, ErrBadID
 	}
 	if m.Kind() == KindInvalid {
 		return &m, ErrNoMethodOrResult

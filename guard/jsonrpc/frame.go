@@ -1,0 +1,136 @@
+package jsonrpc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// ErrTooLarge is returned by Reader.Next for a message over the size limit.
+// The rest of the message is discarded, so the stream stays usable.
+var ErrTooLarge = errors.New("message too large")
+
+// shrinkAbove is the buffer size past which the Reader drops its buffer
+// after a message, so that one huge message does not pin memory for the
+// rest of the session.
+const shrinkAbove = 1 << 20
+
+// Reader splits a stream into newline-delimited messages, with no limit on
+// a message's length other than the optional Max.
+type Reader struct {
+	r   *bufio.Reader
+	buf []byte
+	// Max is the largest message accepted, in bytes; 0 means no limit.
+	Max int
+}
+
+// NewReader returns a Reader reading from r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Next returns the next non-empty message, without its newline (a trailing
+// CR is dropped too). The slice is valid until the next call. At the end of
+// the stream it returns io.EOF; a final message without a newline is still
+// returned first. A message over Max yields an error wrapping ErrTooLarge
+// and, as the message, its first bytes (so a caller may find its id).
+func (r *Reader) Next() ([]byte, error) {
+	for {
+		line, err := r.line()
+		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+			return line, err
+		}
+		line = bytes.TrimRight(line, "\r")
+		if len(bytes.TrimSpace(line)) == 0 {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return line, nil
+	}
+}
+
+func (r *Reader) line() ([]byte, error) {
+	if cap(r.buf) > shrinkAbove {
+		r.buf = nil
+	}
+	r.buf = r.buf[:0]
+	for {
+		chunk, err := r.r.ReadSlice('\n')
+		if r.Max > 0 && len(r.buf)+len(chunk) > r.Max {
+			head := append(r.buf, chunk...)
+			if len(head) > 4096 {
+				head = head[:4096]
+			}
+			r.buf = head
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				return r.buf, fmt.Errorf("%w: over %d bytes", ErrTooLarge, r.Max)
+			}
+			n, derr := r.discardLine()
+			if derr != nil && !errors.Is(derr, io.EOF) {
+				return r.buf, derr
+			}
+			return r.buf, fmt.Errorf("%w: over %d bytes (%d discarded)", ErrTooLarge, r.Max, n)
+		}
+		switch {
+		case err == nil:
+			if len(r.buf) == 0 {
+				return chunk[:len(chunk)-1], nil // common case: no copy
+			}
+			r.buf = append(r.buf, chunk[:len(chunk)-1]...)
+			return r.buf, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			r.buf = append(r.buf, chunk...)
+		default:
+			r.buf = append(r.buf, chunk...)
+			return r.buf, err
+		}
+	}
+}
+
+func (r *Reader) discardLine() (int, error) {
+	n := 0
+	for {
+		chunk, err := r.r.ReadSlice('\n')
+		n += len(chunk)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return n, err
+		}
+	}
+}
+
+// Writer writes newline-delimited messages; it is safe for concurrent use
+// and never interleaves two messages.
+type Writer struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewWriter returns a Writer writing to w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+var newline = []byte{'\n'}
+
+// Write writes msg followed by a newline.
+func (w *Writer) Write(msg []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := w.w.Write(msg); err != nil {
+		return err
+	}
+	_, err := w.w.Write(newline)
+	return err
+}
+
+// WriteMessage encodes and writes m.
+func (w *Writer) WriteMessage(m *Message) error {
+	b, err := m.Marshal()
+	if err != nil {
+		return fmt.Errorf("encode message: %w", err)
+	}
+	return w.Write(b)
+}
