@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strings"
 
 	"github.com/mcpguard/mcpguard/guard/jsonrpc"
 )
@@ -70,7 +71,7 @@ func Deny(layer, rule, reason string) *Response {
 	data, _ := json.Marshal(d)
 	return &Response{Error: &jsonrpc.Error{
 		Code:    jsonrpc.CodeDenied,
-		Message: fmt.Sprintf("mcpguard: denied by %s rule %s: %s", layer, rule, reason),
+		Message: fmt.Sprintf(deniedPrefix+"%s rule %s: %s", layer, rule, reason),
 		Data:    data,
 	}}
 }
@@ -94,4 +95,23 @@ type Sandbox interface {
 	Started(pid int) error
 	// Close releases what the sandbox holds; called after the server exited.
 	Close() error
+}
+
+// deniedPrefix starts the message of every denial (see Deny). mcp-go's
+// client keeps only the message of a JSON-RPC error with a code it does not
+// know, so callers on that client recognise a denial by it.
+const deniedPrefix = "mcpguard: denied by "
+
+// IsDenied reports whether err (from an MCP client call through the proxy)
+// is a denial by one of the guard's layers, and returns its message.
+func IsDenied(err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	msg := err.Error()
+	i := strings.Index(msg, deniedPrefix)
+	if i < 0 {
+		return "", false
+	}
+	return msg[i:], true
 }

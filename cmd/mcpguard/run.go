@@ -2,13 +2,221 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/configs"
 )
 
+// exitServerExited is the status of `mcpguard run` when the server ended on
+// its own while the client was still connected.
+const exitServerExited = 3
+
+// exitDenied is the status of `mcpguard call` when a layer denied the call.
+const exitDenied = 4
+
+// guardFlags are the flags run and call share.
+type guardFlags struct {
+	config, policy, manifest, audit, server, l3 string
+	grace                                       time.Duration
+	maxMessage                                  int
+	vars                                        varsFlag
+}
+
+type varsFlag map[string]string
+
+func (v varsFlag) String() string { return "" }
+func (v varsFlag) Set(s string) error {
+	k, val, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want NAME=VALUE, got %q", s)
+	}
+	v[k] = val
+	return nil
+}
+
+func (g *guardFlags) register(fs *flag.FlagSet) {
+	g.vars = varsFlag{}
+	fs.StringVar(&g.config, "config", configs.C0, "defence config: "+strings.Join(configs.Names(), ", "))
+	fs.StringVar(&g.policy, "policy", "", "the server's L1 policy `file` (JSON; see docs/policy.md)")
+	fs.StringVar(&g.manifest, "manifest", "", "the server's AgentBound manifest `file` (C-AB configs)")
+	fs.StringVar(&g.audit, "audit", "", "append audit events (JSON lines) to `file`; - for stderr")
+	fs.StringVar(&g.server, "server", "", "server `name` for audit events (default: from the policy file or the command)")
+	fs.StringVar(&g.l3, "l3", "", "kernel backend for configs with L3: auto, ebpf or landlock")
+	fs.DurationVar(&g.grace, "grace", guard.DefaultGrace, "time the server gets after EOF, and after SIGTERM, before the next step")
+	fs.IntVar(&g.maxMessage, "max-message", guard.DefaultMaxMessage, "largest JSON-RPC message in `bytes` (-1: no limit)")
+	fs.Var(g.vars, "var", "`NAME=VALUE` for ${NAME} in policy files (repeatable; WS, HOME and TMP default to the working directory, $HOME and the temp dir)")
+}
+
+// proxy builds the Proxy for server command argv; close releases the audit file.
+func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func(), err error) {
+	if len(argv) == 0 {
+		return nil, nil, fmt.Errorf("%w: no server command after --", errUsage)
+	}
+	var (
+		logger *audit.Logger
+		closer = func() {}
+	)
+	switch g.audit {
+	case "":
+	case "-":
+		logger = audit.New(s.err)
+	default:
+		f, err := os.OpenFile(g.audit, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open audit log: %w", err)
+		}
+		logger, closer = audit.New(f), func() { f.Close() }
+	}
+	server := g.server
+	if server == "" {
+		if g.policy != "" {
+			server = strings.TrimSuffix(filepath.Base(g.policy), ".json")
+		} else {
+			server = filepath.Base(argv[0])
+		}
+	}
+	vars := map[string]string{"HOME": os.Getenv("HOME"), "TMP": os.TempDir()}
+	if wd, err := os.Getwd(); err == nil {
+		vars["WS"] = wd
+	}
+	for k, v := range g.vars {
+		vars[k] = v
+	}
+	setup, err := configs.Build(g.config, configs.Options{
+		Server:       server,
+		PolicyFile:   g.policy,
+		ManifestFile: g.manifest,
+		Audit:        logger,
+		L3:           g.l3,
+		Vars:         vars,
+	})
+	if err != nil {
+		closer()
+		if errors.Is(err, configs.ErrUnknown) {
+			return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		return nil, nil, err
+	}
+	return &guard.Proxy{
+		Command:    argv,
+		Server:     server,
+		Config:     setup.Name,
+		Layers:     setup.Layers,
+		Prepare:    setup.Prepare,
+		Sandbox:    setup.Sandbox,
+		Stderr:     s.err,
+		Grace:      g.grace,
+		MaxMessage: g.maxMessage,
+	}, closer, nil
+}
+
 func cmdRun(ctx context.Context, s stdio, args []string) error {
-	return errors.New("not built yet")
+	fs := newFlags(s, "run", "[flags] -- CMD [ARGS...]",
+		`Runs the MCP server CMD as a subprocess and relays MCP (JSON-RPC over stdio)
+between it and the client on stdin/stdout, through the layers of --config.
+Stdout carries only JSON-RPC; diagnostics and the server's stderr go to stderr.
+Put it in an MCP client's config in place of the server command, e.g.
+  "command": "mcpguard",
+  "args": ["run", "--config", "C0", "--", "npx", "@modelcontextprotocol/server-filesystem", "/data"]
+
+Exit status: 0 when the client closed the session, 3 when the server exited
+on its own (every request in flight got a JSON-RPC error first), 1 when the
+server could not be started (a config with L3 fails closed here), 2 for usage.`)
+	var g guardFlags
+	g.register(fs)
+	flags, argv := splitDashes(args)
+	if err := fs.Parse(flags); err != nil {
+		return err
+	}
+	if len(argv) == 0 && fs.NArg() > 0 {
+		argv = fs.Args() // tolerate a missing "--" when no flag follows
+	}
+	p, closeAudit, err := g.proxy(s, argv)
+	if err != nil {
+		return err
+	}
+	defer closeAudit()
+	if err := p.Serve(ctx, s.in, s.out); err != nil {
+		if errors.Is(err, guard.ErrServerExited) {
+			return &exitCode{code: exitServerExited, err: err}
+		}
+		return err
+	}
+	return nil
 }
 
 func cmdCall(ctx context.Context, s stdio, args []string) error {
-	return errors.New("not built yet")
+	fs := newFlags(s, "call", "[flags] --tool NAME [--args JSON] -- CMD [ARGS...]",
+		`Starts the MCP server CMD behind the guard, makes one tools/call, prints the
+result (the CallToolResult as JSON) on stdout and ends the session.
+
+Exit status: 0 on success, 1 when the tool reported an error (the result is
+still printed) or the call failed, 4 when a layer of the guard denied the
+call (the rule is named on stderr), 2 for usage.`)
+	var g guardFlags
+	g.register(fs)
+	tool := fs.String("tool", "", "tool `name` to call (required)")
+	rawArgs := fs.String("args", "{}", "tool arguments as a JSON object")
+	timeout := fs.Duration("timeout", time.Minute, "give up on the call after this long")
+	flags, argv := splitDashes(args)
+	if err := fs.Parse(flags); err != nil {
+		return err
+	}
+	if *tool == "" {
+		return fmt.Errorf("%w: --tool is required", errUsage)
+	}
+	var arguments map[string]any
+	if err := json.Unmarshal([]byte(*rawArgs), &arguments); err != nil {
+		return fmt.Errorf("%w: --args must be a JSON object: %v", errUsage, err)
+	}
+	p, closeAudit, err := g.proxy(s, argv)
+	if err != nil {
+		return err
+	}
+	defer closeAudit()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	sess, err := guard.Open(ctx, p)
+	if err != nil {
+		return err
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = *tool
+	req.Params.Arguments = arguments
+	res, callErr := sess.CallTool(ctx, req)
+	closeErr := sess.Close()
+	if callErr != nil {
+		if msg, ok := guard.IsDenied(callErr); ok {
+			return &exitCode{code: exitDenied, err: errors.New(msg)}
+		}
+		if closeErr != nil {
+			return fmt.Errorf("call %s: %w (%v)", *tool, callErr, closeErr)
+		}
+		return fmt.Errorf("call %s: %w", *tool, callErr)
+	}
+	if err := writeJSON(s.out, res); err != nil {
+		return err
+	}
+	if res.IsError {
+		return &exitCode{code: 1, err: fmt.Errorf("tool %s reported an error", *tool)}
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // Standard JSON-RPC 2.0 error codes, and the ones mcpguard adds in the
-// implementation-defined server-error range.
+// implementation-defined server-error range. MCP reserves -32020 to -32099
+// and already uses -32002 (resource not found), so ours sit at -32010 on.
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
@@ -20,11 +21,11 @@ const (
 	CodeInternalError  = -32603
 
 	// CodeDenied: a defence layer refused the request; the server never saw it.
-	CodeDenied = -32001
+	CodeDenied = -32010
 	// CodeServerExited: the server process ended before it answered.
-	CodeServerExited = -32002
+	CodeServerExited = -32011
 	// CodeTooLarge: the message is over the configured size limit.
-	CodeTooLarge = -32003
+	CodeTooLarge = -32012
 )
 
 // Version is the only protocol version a message may carry.
