@@ -1,13 +1,48 @@
 package configs
 
-import "fmt"
+import (
+	"errors"
 
-// buildApp adds L1 (policy) and L2 (validate). Filled in by the L1/L2 work.
+	"github.com/mcpguard/mcpguard/guard/agentbound"
+	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/validate"
+)
+
+// buildApp adds L1 (the server's policy, with the overrides beside it) and
+// L2 (argument content checks, then response and tools/list checks), and
+// the environment allow-list as a Prepare hook. A missing or broken policy
+// is an error: the application layers never run without one.
 func buildApp(o Options, s *Setup) error {
-	return fmt.Errorf("%w: L1/L2 layers are not built yet", ErrUnavailable)
+	if o.PolicyFile == "" {
+		return errors.New("L1 needs a policy file (--policy)")
+	}
+	p, err := policy.LoadWithOverrides(o.PolicyFile, o.Vars)
+	if err != nil {
+		return err
+	}
+	e, err := policy.Compile(p, policy.EngineOptions{L2: true})
+	if err != nil {
+		return err
+	}
+	lo := policy.LayerOptions{Server: o.Server, Config: s.Name, Audit: o.Audit}
+	s.Layers = append(s.Layers,
+		policy.Middleware(e, lo),
+		validate.Responses(validate.Options{Server: o.Server, Config: s.Name, Audit: o.Audit, Waived: e.Waived}),
+	)
+	s.Prepare = append(s.Prepare, policy.EnvFilter(p, lo))
+	return nil
 }
 
 // buildAB adds the AgentBound-style manifest check.
 func buildAB(o Options, s *Setup) error {
-	return fmt.Errorf("%w: the AgentBound baseline is not built yet", ErrUnavailable)
+	if o.ManifestFile == "" {
+		return errors.New("C-AB needs a manifest file")
+	}
+	m, err := agentbound.Load(o.ManifestFile, o.Vars)
+	if err != nil {
+		return err
+	}
+	s.Layers = append(s.Layers, agentbound.Middleware(agentbound.NewChecker(m),
+		agentbound.LayerOptions{Server: o.Server, Config: s.Name, Audit: o.Audit}))
+	return nil
 }

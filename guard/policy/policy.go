@@ -5,10 +5,10 @@
 package policy
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -28,6 +28,12 @@ type Policy struct {
 	Exec Exec `json:"exec"`
 	// Env lists the environment variables the server subprocess receives.
 	Env Env `json:"env"`
+	// Workdir is the directory relative path arguments are resolved
+	// against (the server's working directory). Empty: relative paths are
+	// refused.
+	Workdir string `json:"workdir,omitempty"`
+	// Home expands a leading "~" in path arguments, as servers do.
+	Home string `json:"home,omitempty"`
 }
 
 // Tool holds the constraints on one tool's arguments.
@@ -37,15 +43,45 @@ type Tool struct {
 	Schema json.RawMessage `json:"schema,omitempty"`
 	// Args maps argument names to extra constraints.
 	Args map[string]Arg `json:"args,omitempty"`
+
+	// Tool-scoped grants on top of the server-wide ones; operator
+	// overrides land here. Read and Write are extra path roots for this
+	// tool's path arguments, Hosts extra destinations for its URL and host
+	// arguments, Exec extra executables for its exec and command arguments.
+	Read  []string  `json:"read,omitempty"`
+	Write []string  `json:"write,omitempty"`
+	Hosts []NetRule `json:"hosts,omitempty"`
+	Exec  []string  `json:"exec,omitempty"`
+	// Waive lists L2 content rules (e.g. "args.env_reference") that do not
+	// apply to this tool.
+	Waive []string `json:"waive,omitempty"`
 }
 
-// Arg is a constraint on one argument.
+// Arg is a constraint on one argument. The argument may be a string or an
+// array of strings; each string is checked.
 type Arg struct {
-	// Kind is "path", "url", "exec" or "" (plain value).
+	// Kind is "path", "url", "host" (host or host:port), "exec" (an
+	// executable), "command" (a command line that reaches a shell) or ""
+	// (plain value).
 	Kind string `json:"kind,omitempty"`
 	// Access is "read" or "write" for path arguments.
 	Access string `json:"access,omitempty"`
 }
+
+// Argument kinds.
+const (
+	KindPath    = "path"
+	KindURL     = "url"
+	KindHost    = "host"
+	KindExec    = "exec"
+	KindCommand = "command"
+)
+
+// Path access modes.
+const (
+	Read  = "read"
+	Write = "write"
+)
 
 // Filesystem holds path roots by access.
 type Filesystem struct {
@@ -56,6 +92,9 @@ type Filesystem struct {
 // Network holds the allowed destinations.
 type Network struct {
 	Allow []NetRule `json:"allow,omitempty"`
+	// Schemes lists the URL schemes URL arguments may use; empty means
+	// http and https.
+	Schemes []string `json:"schemes,omitempty"`
 }
 
 // NetRule admits one destination: a host name, an IP or a CIDR prefix, and
@@ -63,14 +102,20 @@ type Network struct {
 type NetRule struct {
 	Host  string `json:"host"`
 	Ports []int  `json:"ports,omitempty"`
+	// Private admits loopback, private and link-local addresses that a
+	// host name resolves to. A rule whose Host is an IP or CIDR admits the
+	// addresses it names without it.
+	Private bool `json:"private,omitempty"`
 }
 
-// Exec holds the executable allow-list.
+// Exec holds the executable allow-list (absolute paths; symlinks such as
+// /usr/bin/python3 are resolved when the policy is compiled).
 type Exec struct {
 	Allow []string `json:"allow,omitempty"`
 }
 
-// Env holds the environment allow-list.
+// Env holds the environment allow-list: exact names, or a prefix ending in
+// "*" ("LC_*").
 type Env struct {
 	Allow []string `json:"allow,omitempty"`
 }
@@ -92,25 +137,37 @@ func Load(path string, vars map[string]string) (*Policy, error) {
 
 // Parse decodes a policy from JSON, expanding placeholders from vars.
 func Parse(b []byte, vars map[string]string) (*Policy, error) {
+	expanded, err := expand(b, vars)
+	if err != nil {
+		return nil, err
+	}
+	var p Policy
+	if err := decodeStrict(expanded, &p); err != nil {
+		return nil, fmt.Errorf("parse policy: %w", err)
+	}
+	return &p, nil
+}
+
+// placeholder matches ${NAME}; a bare "$" (as in a schema pattern "^a+$")
+// is left alone.
+var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expand replaces ${NAME} placeholders with JSON-escaped values from vars.
+func expand(b []byte, vars map[string]string) ([]byte, error) {
 	var missing []string
-	expanded := os.Expand(string(b), func(k string) string {
+	out := placeholder.ReplaceAllFunc(b, func(m []byte) []byte {
+		k := string(m[2 : len(m)-1])
 		v, ok := vars[k]
 		if !ok {
 			missing = append(missing, k)
-			return ""
+			return nil
 		}
 		// Escape for a JSON string: the value lands inside quotes.
 		q, _ := json.Marshal(v)
-		return string(q[1 : len(q)-1])
+		return q[1 : len(q)-1]
 	})
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("unknown placeholder(s) ${%s}", strings.Join(missing, "}, ${"))
 	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(expanded)))
-	dec.DisallowUnknownFields()
-	var p Policy
-	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("parse policy: %w", err)
-	}
-	return &p, nil
+	return out, nil
 }

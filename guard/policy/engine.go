@@ -1,0 +1,634 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/mcpguard/mcpguard/guard/validate"
+)
+
+// Layer names for events and denials.
+const (
+	LayerL1 = "L1"
+	LayerL2 = validate.Layer
+)
+
+// Rule ids. L1 rules say the policy does not grant something; L2 rules say
+// the argument's content is unsafe whatever the policy grants.
+const (
+	RuleToolNotAllowed  = "tool.not_allowed"
+	RuleArgsMalformed   = "args.malformed"
+	RuleSchema          = "schema.invalid"
+	RuleKindMismatch    = "args.kind_mismatch"
+	RulePathOutside     = "path.outside_roots"
+	RuleURLHost         = "url.host_not_allowed"
+	RuleNetHost         = "net.host_not_allowed"
+	RuleExec            = "exec.not_allowed"
+	RulePathNUL         = "path.nul"
+	RulePathEncoded     = "path.encoded_traversal"
+	RulePathRelative    = "path.relative"
+	RulePathUnresolved  = "path.unresolvable"
+	RuleURLMalformed    = "url.malformed"
+	RuleURLScheme       = "url.scheme"
+	RuleURLUserinfo     = "url.userinfo"
+	RuleURLObfuscated   = "url.obfuscated_host"
+	RuleURLPrivate      = "url.private_address"
+	RuleURLUnresolvable = "url.unresolvable"
+	RuleCmdInjection    = "cmd.injection"
+	RuleEnvReference    = "args.env_reference"
+	RuleSecret          = "args.secret"
+)
+
+// Violation is why a call is refused.
+type Violation struct {
+	Layer, Rule, Reason string
+	// Target is what the rule was applied to (a canonical path, host:port,
+	// executable or argument name), so an override can be scoped to it.
+	Target string
+	Arg    string
+}
+
+// EngineOptions configures Compile.
+type EngineOptions struct {
+	// L2 turns on the content checks and symlink-resolving path
+	// canonicalisation. Without it paths are only cleaned lexically.
+	L2 bool
+	// Resolver resolves host names of URL arguments (nil: the system's).
+	Resolver validate.Resolver
+	// ResolveTimeout bounds one look-up (default 2s).
+	ResolveTimeout time.Duration
+}
+
+// Engine is a compiled policy: schemas compiled once, roots canonicalised,
+// tool-scoped grants merged with the server-wide ones. It is read-only
+// after Compile and safe for concurrent use.
+type Engine struct {
+	tools    map[string]*tool
+	pathOpts validate.PathOptions
+	schemes  []string
+	o        EngineOptions
+}
+
+type tool struct {
+	name   string
+	schema *jsonschema.Schema
+	args   []argRule // sorted by name
+	read   validate.Roots
+	write  validate.Roots
+	net    []netRule
+	exec   map[string]bool
+	waive  map[string]bool
+}
+
+type argRule struct {
+	name string
+	Arg
+}
+
+type netRule struct {
+	name    string // host name, lower case ("" for address rules)
+	prefix  netip.Prefix
+	ports   []int
+	private bool
+}
+
+// Compile prepares p for checking calls.
+func Compile(p *Policy, o EngineOptions) (*Engine, error) {
+	if o.ResolveTimeout == 0 {
+		o.ResolveTimeout = 2 * time.Second
+	}
+	e := &Engine{tools: map[string]*tool{}, schemes: p.Network.Schemes, o: o,
+		pathOpts: validate.PathOptions{Base: p.Workdir, Home: p.Home}}
+	if p.Workdir != "" && !filepath.IsAbs(p.Workdir) {
+		return nil, fmt.Errorf("workdir %q is not absolute", p.Workdir)
+	}
+	for name, t := range p.Tools {
+		ct, err := compileTool(name, t, p)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: %w", name, err)
+		}
+		e.tools[name] = ct
+	}
+	return e, nil
+}
+
+func compileTool(name string, t Tool, p *Policy) (*tool, error) {
+	ct := &tool{name: name, exec: map[string]bool{}, waive: map[string]bool{}}
+	var err error
+	if len(t.Schema) > 0 {
+		if ct.schema, err = compileSchema(name, t.Schema); err != nil {
+			return nil, err
+		}
+	}
+	for n, a := range t.Args {
+		switch a.Kind {
+		case "", KindPath, KindURL, KindHost, KindExec, KindCommand:
+		default:
+			return nil, fmt.Errorf("argument %s: unknown kind %q", n, a.Kind)
+		}
+		if a.Kind == KindPath && a.Access != Read && a.Access != Write {
+			return nil, fmt.Errorf("argument %s: path access %q (want read or write)", n, a.Access)
+		}
+		ct.args = append(ct.args, argRule{name: n, Arg: a})
+	}
+	sort.Slice(ct.args, func(i, j int) bool { return ct.args[i].name < ct.args[j].name })
+	if ct.read, err = validate.NewRoots(slices.Concat(p.Filesystem.Read, t.Read)...); err != nil {
+		return nil, err
+	}
+	if ct.write, err = validate.NewRoots(slices.Concat(p.Filesystem.Write, t.Write)...); err != nil {
+		return nil, err
+	}
+	for _, r := range slices.Concat(p.Network.Allow, t.Hosts) {
+		nr, err := compileNetRule(r)
+		if err != nil {
+			return nil, err
+		}
+		ct.net = append(ct.net, nr)
+	}
+	for _, x := range slices.Concat(p.Exec.Allow, t.Exec) {
+		if !filepath.IsAbs(x) {
+			return nil, fmt.Errorf("executable %q is not absolute", x)
+		}
+		ct.exec[filepath.Clean(x)] = true
+		if r, err := filepath.EvalSymlinks(x); err == nil {
+			ct.exec[r] = true
+		}
+	}
+	for _, w := range t.Waive {
+		ct.waive[w] = true
+	}
+	return ct, nil
+}
+
+func compileNetRule(r NetRule) (netRule, error) {
+	for _, p := range r.Ports {
+		if p < 1 || p > 65535 {
+			return netRule{}, fmt.Errorf("host %s: port %d out of range", r.Host, p)
+		}
+	}
+	nr := netRule{ports: r.Ports, private: r.Private}
+	h := strings.ToLower(strings.TrimSuffix(r.Host, "."))
+	if pfx, err := netip.ParsePrefix(h); err == nil {
+		nr.prefix = pfx.Masked()
+		return nr, nil
+	}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		nr.prefix = netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen())
+		return nr, nil
+	}
+	if h == "" || strings.ContainsAny(h, "/:") {
+		return netRule{}, fmt.Errorf("host %q is neither a name, an address nor a CIDR", r.Host)
+	}
+	nr.name = h
+	return nr, nil
+}
+
+// noLoader refuses every external $ref: a policy's schemas are
+// self-contained, and validating must never fetch anything.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schema reference %s: external references are not loaded", url)
+}
+
+func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
+	loc := "mem://policy/" + name + ".json"
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	return s, nil
+}
+
+// Tools lists the tools the engine admits.
+func (e *Engine) Tools() []string {
+	names := make([]string, 0, len(e.tools))
+	for n := range e.tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Waived reports whether rule is waived for toolName by the policy (or an
+// override).
+func (e *Engine) Waived(toolName, rule string) bool {
+	t, ok := e.tools[toolName]
+	return ok && t.waive[rule]
+}
+
+// Check decides one tools/call. It returns nil when the call may go ahead.
+func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMessage) *Violation {
+	t, ok := e.tools[toolName]
+	if !ok {
+		return &Violation{Layer: LayerL1, Rule: RuleToolNotAllowed, Target: toolName,
+			Reason: fmt.Sprintf("tool %q is not in the policy", toolName)}
+	}
+	var args map[string]any
+	if len(bytes.TrimSpace(rawArgs)) == 0 || bytes.Equal(bytes.TrimSpace(rawArgs), []byte("null")) {
+		args = map[string]any{}
+	} else {
+		dec := json.NewDecoder(bytes.NewReader(rawArgs))
+		dec.UseNumber()
+		if err := dec.Decode(&args); err != nil || args == nil {
+			return &Violation{Layer: LayerL1, Rule: RuleArgsMalformed, Target: toolName,
+				Reason: "arguments are not a JSON object"}
+		}
+	}
+	if t.schema != nil {
+		if err := t.schema.Validate(args); err != nil {
+			return &Violation{Layer: LayerL1, Rule: RuleSchema, Target: toolName,
+				Reason: "arguments do not match the policy's schema: " + schemaErr(err)}
+		}
+	}
+	for i := range t.args {
+		a := &t.args[i]
+		v, ok := args[a.name]
+		if !ok || a.Kind == "" {
+			continue
+		}
+		var bad *Violation
+		eachString(v, func(s string) bool {
+			bad = e.checkArg(ctx, t, a, s)
+			return bad == nil
+		}, func() {
+			bad = &Violation{Layer: LayerL1, Rule: RuleKindMismatch, Target: a.name,
+				Reason: fmt.Sprintf("argument %q of kind %s must be a string or strings", a.name, a.Kind)}
+		})
+		if bad != nil {
+			bad.Arg = a.name
+			return bad
+		}
+	}
+	if !e.o.L2 {
+		return nil
+	}
+	// Content checks over every string the call carries.
+	for _, name := range sortedKeys(args) {
+		var bad *Violation
+		walk(args[name], func(s string) bool {
+			if f, ok := validate.FindSecret(s); ok && !t.waive[RuleSecret] {
+				bad = &Violation{Layer: LayerL2, Rule: RuleSecret, Target: name,
+					Reason: fmt.Sprintf("argument %q carries a secret (%s)", name, f.Kind)}
+				return false
+			}
+			if f, ok := validate.FindEnvReference(s); ok && !t.waive[RuleEnvReference] {
+				bad = &Violation{Layer: LayerL2, Rule: RuleEnvReference, Target: name,
+					Reason: fmt.Sprintf("argument %q refers to the environment (%s %q)", name, f.Kind, s[f.Start:f.End])}
+				return false
+			}
+			return true
+		})
+		if bad != nil {
+			bad.Arg = name
+			return bad
+		}
+	}
+	return nil
+}
+
+func (e *Engine) checkArg(ctx context.Context, t *tool, a *argRule, s string) *Violation {
+	switch a.Kind {
+	case KindPath:
+		return e.checkPath(t, a, s)
+	case KindURL:
+		d, err := validate.ParseURL(s, e.schemes)
+		if err != nil {
+			return urlViolation(a.name, err)
+		}
+		return e.checkDest(ctx, t, d, RuleURLHost)
+	case KindHost:
+		d, err := parseHostPort(s)
+		if err != nil {
+			return urlViolation(a.name, err)
+		}
+		return e.checkDest(ctx, t, d, RuleNetHost)
+	case KindExec:
+		return e.checkExec(t, s)
+	case KindCommand:
+		if f, ok := validate.FindShellInjection(s); ok && e.o.L2 && !t.waive[RuleCmdInjection] {
+			return &Violation{Layer: LayerL2, Rule: RuleCmdInjection, Target: a.name,
+				Reason: fmt.Sprintf("argument %q reaches a shell and carries %q", a.name, s[f.Start:f.End])}
+		}
+		fields := strings.Fields(s)
+		if len(fields) == 0 {
+			return &Violation{Layer: LayerL1, Rule: RuleExec, Target: "",
+				Reason: fmt.Sprintf("argument %q is an empty command", a.name)}
+		}
+		return e.checkExec(t, fields[0])
+	}
+	return nil
+}
+
+func (e *Engine) checkPath(t *tool, a *argRule, s string) *Violation {
+	var canon string
+	if e.o.L2 {
+		var err error
+		canon, err = validate.CanonPath(s, e.pathOpts)
+		if err != nil {
+			rule := RulePathUnresolved
+			switch {
+			case errors.Is(err, validate.ErrNUL):
+				rule = RulePathNUL
+			case errors.Is(err, validate.ErrEncodedTraversal):
+				rule = RulePathEncoded
+			case errors.Is(err, validate.ErrRelative), errors.Is(err, validate.ErrEmptyPath):
+				rule = RulePathRelative
+			}
+			return &Violation{Layer: LayerL2, Rule: rule, Target: s,
+				Reason: fmt.Sprintf("argument %q: %v", a.name, err)}
+		}
+	} else {
+		canon = lexicalPath(s, e.pathOpts)
+		if canon == "" {
+			return &Violation{Layer: LayerL1, Rule: RulePathRelative, Target: s,
+				Reason: fmt.Sprintf("argument %q: relative path with no workdir", a.name)}
+		}
+	}
+	ok := t.write.Contains(canon)
+	if !ok && a.Access == Read {
+		ok = t.read.Contains(canon)
+	}
+	if !ok {
+		return &Violation{Layer: LayerL1, Rule: RulePathOutside, Target: canon,
+			Reason: fmt.Sprintf("%s of %s (argument %q) is outside the policy's %s roots", a.Access, canon, a.name, a.Access)}
+	}
+	return nil
+}
+
+func lexicalPath(s string, o validate.PathOptions) string {
+	if o.Home != "" && (s == "~" || strings.HasPrefix(s, "~/")) {
+		s = o.Home + s[1:]
+	}
+	if !filepath.IsAbs(s) {
+		if o.Base == "" {
+			return ""
+		}
+		s = filepath.Join(o.Base, s)
+	}
+	return filepath.Clean(s)
+}
+
+func urlViolation(arg string, err error) *Violation {
+	rule := RuleURLMalformed
+	switch {
+	case errors.Is(err, validate.ErrScheme):
+		rule = RuleURLScheme
+	case errors.Is(err, validate.ErrUserinfo):
+		rule = RuleURLUserinfo
+	case errors.Is(err, validate.ErrObfuscatedHost):
+		rule = RuleURLObfuscated
+	}
+	return &Violation{Layer: LayerL2, Rule: rule, Target: arg,
+		Reason: fmt.Sprintf("argument %q: %v", arg, err)}
+}
+
+func parseHostPort(s string) (validate.Dest, error) {
+	h, port := s, 0
+	// "[v6]:port", "name:port"; more than one colon without brackets is
+	// an IPv6 literal without a port.
+	if strings.HasPrefix(s, "[") || strings.Count(s, ":") == 1 {
+		hh, pp, err := splitHostPort(s)
+		if err != nil {
+			return validate.Dest{}, err
+		}
+		h, port = hh, pp
+	}
+	host, ip, err := validate.ParseHost(h)
+	if err != nil {
+		return validate.Dest{}, err
+	}
+	return validate.Dest{Host: host, IP: ip, Port: port}, nil
+}
+
+func splitHostPort(s string) (string, int, error) {
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return "", 0, fmt.Errorf("%w: %q", validate.ErrMalformedURL, s)
+		}
+		h, rest := s[1:end], s[end+1:]
+		if rest == "" {
+			return h, 0, nil
+		}
+		if rest[0] != ':' {
+			return "", 0, fmt.Errorf("%w: %q", validate.ErrMalformedURL, s)
+		}
+		n, err := strconv.Atoi(rest[1:])
+		if err != nil || n < 1 || n > 65535 {
+			return "", 0, fmt.Errorf("%w: port in %q", validate.ErrMalformedURL, s)
+		}
+		return h, n, nil
+	}
+	h, p, _ := strings.Cut(s, ":")
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 1 || n > 65535 {
+		return "", 0, fmt.Errorf("%w: port in %q", validate.ErrMalformedURL, s)
+	}
+	return h, n, nil
+}
+
+// checkDest admits d when a network rule names its host (or an address
+// range it is in) and port; with L2 it then resolves the host and refuses
+// loopback, private, link-local and metadata addresses that the matching
+// rule does not name itself.
+func (e *Engine) checkDest(ctx context.Context, t *tool, d validate.Dest, rule string) *Violation {
+	target := d.Host
+	if d.Port != 0 {
+		target = d.String()
+	}
+	var matched []*netRule
+	for i := range t.net {
+		r := &t.net[i]
+		if len(r.ports) > 0 && !slices.Contains(r.ports, d.Port) {
+			continue
+		}
+		switch {
+		case r.name != "" && (r.name == d.Host || strings.HasPrefix(r.name, "*.") && strings.HasSuffix(d.Host, r.name[1:])):
+			matched = append(matched, r)
+		case r.name == "" && d.IP.IsValid() && r.prefix.Contains(d.IP):
+			matched = append(matched, r)
+		}
+	}
+	if len(matched) == 0 {
+		return &Violation{Layer: LayerL1, Rule: rule, Target: target,
+			Reason: fmt.Sprintf("destination %s is not in the policy's network allow-list", target)}
+	}
+	if !e.o.L2 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, e.o.ResolveTimeout)
+	defer cancel()
+	addrs, err := validate.Addrs(rctx, e.o.Resolver, d)
+	if err != nil || len(addrs) == 0 {
+		return &Violation{Layer: LayerL2, Rule: RuleURLUnresolvable, Target: d.Host,
+			Reason: fmt.Sprintf("host %s does not resolve: %v", d.Host, err)}
+	}
+	for _, ip := range addrs {
+		class := validate.SpecialClass(ip)
+		if class == "" {
+			continue
+		}
+		admitted := false
+		for _, r := range matched {
+			if r.private || (r.name == "" && r.prefix.Contains(ip)) {
+				admitted = true
+				break
+			}
+		}
+		if !admitted && !t.waive[RuleURLPrivate] {
+			return &Violation{Layer: LayerL2, Rule: RuleURLPrivate, Target: ip.String(),
+				Reason: fmt.Sprintf("host %s resolves to %s, a %s address the policy does not name", d.Host, ip, class)}
+		}
+	}
+	return nil
+}
+
+func (e *Engine) checkExec(t *tool, s string) *Violation {
+	deny := func(target string) *Violation {
+		return &Violation{Layer: LayerL1, Rule: RuleExec, Target: target,
+			Reason: fmt.Sprintf("executable %s is not in the policy's exec allow-list", target)}
+	}
+	var path string
+	if strings.ContainsRune(s, '/') {
+		c, err := validate.CanonPath(s, e.pathOpts)
+		if err != nil {
+			return deny(s)
+		}
+		path = c
+	} else {
+		p, err := exec.LookPath(s)
+		if err != nil {
+			return deny(s)
+		}
+		path = p
+	}
+	if t.exec[filepath.Clean(path)] {
+		return nil
+	}
+	if r, err := filepath.EvalSymlinks(path); err == nil && t.exec[r] {
+		return nil
+	}
+	return deny(path)
+}
+
+// eachString calls f on s, or on each string of an array; other values
+// call mismatch.
+func eachString(v any, f func(string) bool, mismatch func()) {
+	switch t := v.(type) {
+	case string:
+		f(t)
+	case []any:
+		for _, x := range t {
+			s, ok := x.(string)
+			if !ok {
+				mismatch()
+				return
+			}
+			if !f(s) {
+				return
+			}
+		}
+	case nil:
+	default:
+		mismatch()
+	}
+}
+
+// walk calls f on every string value in v until f returns false.
+func walk(v any, f func(string) bool) bool {
+	switch t := v.(type) {
+	case string:
+		return f(t)
+	case map[string]any:
+		for _, k := range sortedKeys(t) {
+			if !walk(t[k], f) {
+				return false
+			}
+		}
+	case []any:
+		for _, x := range t {
+			if !walk(x, f) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// schemaErr shortens a jsonschema error to its first line of substance.
+func schemaErr(err error) string {
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &ve) {
+		// The basic output lists leaf errors with their instance location.
+		out := ve.BasicOutput()
+		for _, u := range out.Errors {
+			if u.Error != nil {
+				msg := u.Error.String()
+				loc := u.InstanceLocation
+				if loc == "" {
+					loc = "/"
+				}
+				return fmt.Sprintf("at %s: %s", loc, msg)
+			}
+		}
+	}
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i > 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// filterEnv keeps the entries of env whose names allow admits.
+func filterEnv(env []string, allow []string) (kept []string, dropped []string) {
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if envAllowed(name, allow) {
+			kept = append(kept, kv)
+		} else {
+			dropped = append(dropped, name)
+		}
+	}
+	return kept, dropped
+}
+
+func envAllowed(name string, allow []string) bool {
+	for _, a := range allow {
+		if a == name || strings.HasSuffix(a, "*") && strings.HasPrefix(name, a[:len(a)-1]) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,331 @@
+package validate
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
+)
+
+// Layer is the name L2 events and denials carry.
+const Layer = "L2"
+
+// Rule ids of the response side of L2.
+const (
+	RuleToolPoisoned     = "tool.poisoned"
+	RuleRugPull          = "tool.rug_pull"
+	RuleResponseInject   = "response.prompt_injection"
+	RuleResponseSecret   = "response.secret"
+	RuleResponseHidden   = "response.hidden_unicode"
+	RuleResponseMalforms = "response.malformed"
+)
+
+// Options configures the response side of L2.
+type Options struct {
+	Server, Config string
+	Audit          *audit.Logger
+	// Waived reports whether an operator override waives rule for tool
+	// (nil: nothing is waived).
+	Waived func(tool, rule string) bool
+}
+
+// Responses returns the L2 middleware for what servers send back: it pins
+// every tool's description and schema at first sight in tools/list, hides
+// and blocks tools whose description is poisoned or later changes (rug
+// pull), denies tool results that carry prompt injection, and redacts
+// secrets and strips hidden characters from the rest. State is per
+// middleware value, that is per guarded session.
+func Responses(o Options) guard.Middleware {
+	s := &session{o: o, pins: map[string]string{}, blocked: map[string]string{}}
+	return func(next guard.Handler) guard.Handler {
+		return func(ctx context.Context, req *guard.Request) *guard.Response {
+			switch req.Method {
+			case "tools/call":
+				if rule, ok := s.isBlocked(req.Tool); ok {
+					reason := fmt.Sprintf("tool %q was blocked at tools/list (%s)", req.Tool, rule)
+					s.log(req, audit.Deny, rule, req.Tool, reason)
+					return guard.Deny(Layer, rule, reason)
+				}
+				resp := next(ctx, req)
+				return s.sanitize(req, resp)
+			case "tools/list":
+				resp := next(ctx, req)
+				return s.tools(req, resp)
+			case "resources/read", "prompts/get":
+				return s.sanitize(req, next(ctx, req))
+			}
+			return next(ctx, req)
+		}
+	}
+}
+
+type session struct {
+	o       Options
+	mu      sync.Mutex
+	pins    map[string]string // tool -> digest of description and schema at first sight
+	blocked map[string]string // tool -> rule that blocked it
+}
+
+func (s *session) isBlocked(tool string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.blocked[tool]
+	return r, ok
+}
+
+func (s *session) waived(tool, rule string) bool {
+	return s.o.Waived != nil && s.o.Waived(tool, rule)
+}
+
+func (s *session) log(req *guard.Request, decision, rule, target, reason string) {
+	s.o.Audit.Log(audit.Event{
+		Server: s.o.Server, Config: s.o.Config, Layer: Layer, Rule: rule, Tool: req.Tool,
+		Decision: decision, Reason: reason, Target: target, ArgsDigest: audit.Digest(req.Arguments),
+	})
+}
+
+// tools inspects a tools/list result, dropping poisoned and changed tools.
+func (s *session) tools(req *guard.Request, resp *guard.Response) *guard.Response {
+	if resp == nil || resp.Error != nil || len(resp.Result) == 0 {
+		return resp
+	}
+	var res map[string]json.RawMessage
+	if err := json.Unmarshal(resp.Result, &res); err != nil {
+		return resp
+	}
+	var tools []json.RawMessage
+	if err := json.Unmarshal(res["tools"], &tools); err != nil {
+		return resp
+	}
+	kept := tools[:0]
+	changed := false
+	for _, raw := range tools {
+		var t struct {
+			Name        string          `json:"name"`
+			Title       string          `json:"title"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"inputSchema"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			changed = true
+			continue
+		}
+		if rule, reason := s.judgeTool(t.Name, t.Title, t.Description, t.InputSchema); rule != "" {
+			tr := &guard.Request{Method: req.Method, Tool: t.Name}
+			s.log(tr, audit.Rewrite, rule, t.Name, reason+"; tool removed from tools/list")
+			changed = true
+			continue
+		}
+		kept = append(kept, raw)
+	}
+	if !changed {
+		return resp
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return resp
+	}
+	res["tools"] = b
+	out, err := json.Marshal(res)
+	if err != nil {
+		return resp
+	}
+	return &guard.Response{Result: out}
+}
+
+// judgeTool pins and checks one listed tool; it returns the rule that
+// blocks it, or "".
+func (s *session) judgeTool(name, title, desc string, schema json.RawMessage) (rule, reason string) {
+	digest := toolDigest(name, title, desc, schema)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.blocked[name]; ok {
+		return r, "tool was blocked earlier in this session"
+	}
+	if pin, ok := s.pins[name]; ok {
+		if pin != digest && !s.waived(name, RuleRugPull) {
+			s.blocked[name] = RuleRugPull
+			return RuleRugPull, fmt.Sprintf("description or schema of %q changed after first sight", name)
+		}
+		return "", ""
+	}
+	s.pins[name] = digest
+	text := title + "\n" + desc + "\n" + schemaText(schema)
+	if f, ok := FindPoisoning(text); ok && !s.waived(name, RuleToolPoisoned) {
+		s.blocked[name] = RuleToolPoisoned
+		return RuleToolPoisoned, fmt.Sprintf("description of %q looks poisoned (%s)", name, f.Kind)
+	}
+	return "", ""
+}
+
+// toolDigest hashes what the model reads about a tool. The schema is
+// re-encoded so that key order does not count as a change.
+func toolDigest(name, title, desc string, schema json.RawMessage) string {
+	var v any
+	canon := schema
+	if json.Unmarshal(schema, &v) == nil {
+		if b, err := json.Marshal(v); err == nil {
+			canon = b
+		}
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(name), []byte(title), []byte(desc), canon} {
+		h.Write([]byte(fmt.Sprintf("%d:", len(part))))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// schemaText collects the human-readable strings of a schema (descriptions,
+// titles, enum values, defaults): the model reads them as it reads the
+// tool's description.
+func schemaText(schema json.RawMessage) string {
+	if len(schema) == 0 {
+		return ""
+	}
+	var v any
+	if json.Unmarshal(schema, &v) != nil {
+		return string(schema)
+	}
+	var b strings.Builder
+	walkStrings(v, func(s string) string { b.WriteString(s); b.WriteByte('\n'); return s })
+	return b.String()
+}
+
+// walkStrings calls f on every string (keys too) in v and stores its result
+// in place of values; it returns the possibly new v.
+func walkStrings(v any, f func(string) string) any {
+	switch t := v.(type) {
+	case string:
+		return f(t)
+	case map[string]any:
+		for k, x := range t {
+			f(k)
+			t[k] = walkStrings(x, f)
+		}
+	case []any:
+		for i, x := range t {
+			t[i] = walkStrings(x, f)
+		}
+	}
+	return v
+}
+
+// suspicious is the cheap filter on a raw result: only results with
+// non-ASCII bytes, JSON escapes of them, or a secret or injection anchor
+// are decoded and walked.
+func suspicious(raw []byte) bool {
+	for _, c := range raw {
+		if c >= 0x80 {
+			return true
+		}
+	}
+	if bytes.Contains(raw, []byte(`\u`)) {
+		return true
+	}
+	s := string(raw) // no copy escapes: used only for scanning below
+	for _, ps := range [][]pattern{strongSecrets, injections} {
+		for i := range ps {
+			if anyFold(s, ps[i].anchors) {
+				return true
+			}
+		}
+	}
+	return anyFold(s, assignedSecret.anchors)
+}
+
+// sanitize checks a tool result: prompt injection denies it; secrets are
+// redacted and hidden characters stripped (each a logged rewrite).
+func (s *session) sanitize(req *guard.Request, resp *guard.Response) *guard.Response {
+	if resp == nil || resp.Error != nil || len(resp.Result) == 0 || !suspicious(resp.Result) {
+		return resp
+	}
+	dec := json.NewDecoder(bytes.NewReader(resp.Result))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return resp
+	}
+	var inject *Finding
+	hiddenSeen := false
+	var secretKinds []string
+	checkInject := !s.waived(req.Tool, RuleResponseInject)
+	redact := !s.waived(req.Tool, RuleResponseSecret)
+	strip := !s.waived(req.Tool, RuleResponseHidden)
+	v = walkValues(v, func(str string) string {
+		if checkInject && inject == nil {
+			if f, ok := FindInjection(str); ok {
+				inject = &f
+			}
+		}
+		if strip {
+			if _, ok := FindHidden(str); ok {
+				hiddenSeen = true
+				str = StripHidden(str)
+			}
+		}
+		if redact {
+			var kinds []string
+			str, kinds = RedactSecrets(str)
+			secretKinds = append(secretKinds, kinds...)
+		}
+		return str
+	})
+	if inject != nil {
+		reason := fmt.Sprintf("result of %q carries a prompt injection (%s)", req.Tool, inject.Kind)
+		s.log(req, audit.Deny, RuleResponseInject, req.Tool, reason)
+		return guard.Deny(Layer, RuleResponseInject, reason)
+	}
+	if !hiddenSeen && len(secretKinds) == 0 {
+		return resp
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		reason := fmt.Sprintf("result of %q could not be re-encoded after sanitising", req.Tool)
+		s.log(req, audit.Deny, RuleResponseMalforms, req.Tool, reason)
+		return guard.Deny(Layer, RuleResponseMalforms, reason)
+	}
+	if hiddenSeen {
+		s.log(req, audit.Rewrite, RuleResponseHidden, req.Tool, "hidden Unicode characters stripped from the result")
+	}
+	if len(secretKinds) > 0 {
+		s.log(req, audit.Rewrite, RuleResponseSecret, strings.Join(dedup(secretKinds), ","), "secrets redacted from the result")
+	}
+	return &guard.Response{Result: out}
+}
+
+// walkValues is walkStrings for values only (keys are left alone).
+func walkValues(v any, f func(string) string) any {
+	switch t := v.(type) {
+	case string:
+		return f(t)
+	case map[string]any:
+		for k, x := range t {
+			t[k] = walkValues(x, f)
+		}
+	case []any:
+		for i, x := range t {
+			t[i] = walkValues(x, f)
+		}
+	}
+	return v
+}
+
+func dedup(ss []string) []string {
+	seen := map[string]bool{}
+	out := ss[:0]
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
