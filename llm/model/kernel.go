@@ -1,0 +1,254 @@
+package model
+
+import (
+	"math"
+	"runtime"
+	"sync"
+)
+
+// Pool runs the parts of a job on a fixed set of worker goroutines, so that
+// matrix work uses every core without starting goroutines (or allocating)
+// per token. One Pool serves every concurrent request of a model: parts of
+// different requests interleave on the same workers.
+type Pool struct {
+	tasks   chan task
+	workers int
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+type job interface {
+	// run does part `part` of `parts` equal shares of the job.
+	run(part, parts int)
+}
+
+type task struct {
+	j           job
+	part, parts int
+	done        *sync.WaitGroup
+}
+
+// NewPool starts n workers (GOMAXPROCS when n <= 0).
+func NewPool(n int) *Pool {
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	p := &Pool{tasks: make(chan task, 64*n), workers: n}
+	// The caller of Run does one share itself, so n-1 helpers fill n cores.
+	for i := 0; i < n-1; i++ {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for t := range p.tasks {
+				t.j.run(t.part, t.parts)
+				t.done.Done()
+			}
+		}()
+	}
+	return p
+}
+
+// Workers returns how many goroutines share a job.
+func (p *Pool) Workers() int { return p.workers }
+
+// Close stops the workers after queued work is done.
+func (p *Pool) Close() {
+	p.once.Do(func() { close(p.tasks) })
+	p.wg.Wait()
+}
+
+// run splits j into parts shares; flops is the job's size, used to keep small
+// jobs on the calling goroutine where a hand-off would cost more than it saves.
+func (p *Pool) run(j job, flops int, wg *sync.WaitGroup) {
+	parts := p.workers
+	if flops < 1<<17 || parts == 1 {
+		j.run(0, 1)
+		return
+	}
+	wg.Add(parts - 1)
+	for i := 1; i < parts; i++ {
+		p.tasks <- task{j: j, part: i, parts: parts, done: wg}
+	}
+	j.run(0, parts)
+	wg.Wait()
+}
+
+// span returns the [lo, hi) share `part` of `parts` of n items, rounded to
+// multiples of align so that register tiles stay whole.
+func span(n, part, parts, align int) (int, int) {
+	blocks := (n + align - 1) / align
+	lo := blocks * part / parts * align
+	hi := blocks * (part + 1) / parts * align
+	return min(lo, n), min(hi, n)
+}
+
+// matmulJob computes dst[t][n] = bias[n] + sum_k x[t][k]*w[n][k] for t < T,
+// n < N: activations times the transpose of a row-major [out][in] weight.
+// Shares split the output columns, so each worker streams its own rows of w.
+type matmulJob struct {
+	dst, x, w, bias []float32
+	T, K, N         int
+	ldd             int // row stride of dst
+	accumulate      bool
+}
+
+func (m *matmulJob) run(part, parts int) {
+	lo, hi := span(m.N, part, parts, 4)
+	if lo < hi {
+		gemmNT(m.dst, m.x, m.w, m.bias, m.T, m.K, lo, hi, m.ldd, m.accumulate)
+	}
+}
+
+// gemmNT is the inner kernel: 4x4 register tiles over (t, n), the k loop
+// innermost with 16 independent accumulators.
+func gemmNT(dst, x, w, bias []float32, T, K, nlo, nhi, ldd int, acc bool) {
+	n := nlo
+	for ; n+4 <= nhi; n += 4 {
+		w0 := w[n*K : n*K+K]
+		w1 := w[(n+1)*K : (n+1)*K+K]
+		w2 := w[(n+2)*K : (n+2)*K+K]
+		w3 := w[(n+3)*K : (n+3)*K+K]
+		t := 0
+		for ; t+4 <= T; t += 4 {
+			x0 := x[t*K : t*K+K]
+			x1 := x[(t+1)*K : (t+1)*K+K]
+			x2 := x[(t+2)*K : (t+2)*K+K]
+			x3 := x[(t+3)*K : (t+3)*K+K]
+			var c00, c01, c02, c03, c10, c11, c12, c13 float32
+			var c20, c21, c22, c23, c30, c31, c32, c33 float32
+			for k := range x0 {
+				a0, a1, a2, a3 := x0[k], x1[k], x2[k], x3[k]
+				b0, b1, b2, b3 := w0[k], w1[k], w2[k], w3[k]
+				c00 += a0 * b0
+				c01 += a0 * b1
+				c02 += a0 * b2
+				c03 += a0 * b3
+				c10 += a1 * b0
+				c11 += a1 * b1
+				c12 += a1 * b2
+				c13 += a1 * b3
+				c20 += a2 * b0
+				c21 += a2 * b1
+				c22 += a2 * b2
+				c23 += a2 * b3
+				c30 += a3 * b0
+				c31 += a3 * b1
+				c32 += a3 * b2
+				c33 += a3 * b3
+			}
+			store4(dst[t*ldd+n:t*ldd+n+4], bias, n, acc, c00, c01, c02, c03)
+			store4(dst[(t+1)*ldd+n:(t+1)*ldd+n+4], bias, n, acc, c10, c11, c12, c13)
+			store4(dst[(t+2)*ldd+n:(t+2)*ldd+n+4], bias, n, acc, c20, c21, c22, c23)
+			store4(dst[(t+3)*ldd+n:(t+3)*ldd+n+4], bias, n, acc, c30, c31, c32, c33)
+		}
+		for ; t < T; t++ {
+			x0 := x[t*K : t*K+K]
+			var c0, c1, c2, c3 float32
+			for k := range x0 {
+				a := x0[k]
+				c0 += a * w0[k]
+				c1 += a * w1[k]
+				c2 += a * w2[k]
+				c3 += a * w3[k]
+			}
+			store4(dst[t*ldd+n:t*ldd+n+4], bias, n, acc, c0, c1, c2, c3)
+		}
+	}
+	for ; n < nhi; n++ {
+		wn := w[n*K : n*K+K]
+		for t := 0; t < T; t++ {
+			v := dot(x[t*K:t*K+K], wn)
+			if bias != nil {
+				v += bias[n]
+			}
+			if acc {
+				dst[t*ldd+n] += v
+			} else {
+				dst[t*ldd+n] = v
+			}
+		}
+	}
+}
+
+func store4(d, bias []float32, n int, acc bool, c0, c1, c2, c3 float32) {
+	d = d[:4]
+	if bias != nil {
+		b := bias[n : n+4]
+		c0 += b[0]
+		c1 += b[1]
+		c2 += b[2]
+		c3 += b[3]
+	}
+	if acc {
+		d[0] += c0
+		d[1] += c1
+		d[2] += c2
+		d[3] += c3
+		return
+	}
+	d[0], d[1], d[2], d[3] = c0, c1, c2, c3
+}
+
+// dot returns the inner product of a and b (len(b) >= len(a)).
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// axpy adds a*x to y.
+func axpy(y []float32, a float32, x []float32) {
+	x = x[:len(y)]
+	for i := range y {
+		y[i] += a * x[i]
+	}
+}
+
+func rmsnorm(dst, x, g []float32, eps float32) {
+	var ss float32
+	for _, v := range x {
+		ss += v * v
+	}
+	inv := float32(1 / math.Sqrt(float64(ss/float32(len(x))+eps)))
+	g = g[:len(x)]
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = v * inv * g[i]
+	}
+}
+
+func layernorm(x, g, b []float32, eps float32) {
+	var mean float32
+	for _, v := range x {
+		mean += v
+	}
+	mean /= float32(len(x))
+	var vr float32
+	for _, v := range x {
+		d := v - mean
+		vr += d * d
+	}
+	inv := float32(1 / math.Sqrt(float64(vr/float32(len(x))+eps)))
+	g, b = g[:len(x)], b[:len(x)]
+	for i, v := range x {
+		x[i] = (v-mean)*inv*g[i] + b[i]
+	}
+}
+
+func silu(v float32) float32 { return v / (1 + float32(math.Exp(float64(-v)))) }
+
+func gelu(v float32) float32 {
+	return 0.5 * v * (1 + float32(math.Tanh(0.7978845608*float64(v+0.044715*v*v*v))))
+}
+
+func expf(v float32) float32 { return float32(math.Exp(float64(v))) }
