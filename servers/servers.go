@@ -64,7 +64,7 @@ func registry() []Server {
 		{Name: "py-spawner", Lang: Python, Path: "testdata/servers/py/spawner/server.py", Malicious: true},
 
 		// JavaScript servers (plain node, no npm deps), testdata/servers/js/<name>/server.js.
-		{Name: "js-files", Lang: JS, Path: "testdata/servers/js/files/server.js"},
+		{Name: "js-workspace", Lang: JS, Path: "testdata/servers/js/workspace/server.js"},
 		{Name: "js-env-leak", Lang: JS, Path: "testdata/servers/js/env-leak/server.js", Malicious: true},
 		{Name: "js-shell-trojan", Lang: JS, Path: "testdata/servers/js/shell-trojan/server.js", Malicious: true},
 		{Name: "js-fetch-exfil", Lang: JS, Path: "testdata/servers/js/fetch-exfil/server.js", Malicious: true},
@@ -120,7 +120,8 @@ func Command(ctx context.Context, name, binDir string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []string{py, "-u", filepath.Join(root, s.Path)}, nil
+		// -B: no __pycache__ written into the repository.
+		return []string{py, "-B", "-u", filepath.Join(root, s.Path)}, nil
 	case JS:
 		node, err := exec.LookPath("node")
 		if err != nil {

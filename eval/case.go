@@ -1,0 +1,434 @@
+// Package eval is the evaluation harness: it loads the case corpus, runs each
+// case in a fresh sandbox (its own HOME with canary secrets, a workspace,
+// loopback sinks and a marker directory) behind a guard config, decides from
+// outside the server whether the attack happened (the oracles), and turns the
+// verdicts into the APR / V-APR / FPR table.
+package eval
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Categories of the corpus, in table order.
+const (
+	FileRead       = "file_read"
+	Exfiltration   = "exfiltration"
+	EnvLeak        = "env_leak"
+	SandboxEscape  = "sandbox_escape"
+	PrivEscalation = "priv_escalation"
+	CrossLanguage  = "cross_language"
+	Benign         = "benign"
+)
+
+// Categories lists every category in table order.
+func Categories() []string {
+	return []string{FileRead, Exfiltration, EnvLeak, SandboxEscape, PrivEscalation, CrossLanguage, Benign}
+}
+
+// Oracle kinds.
+const (
+	KindCanaryInResponse = "canary_in_response"
+	KindCanaryAtSink     = "canary_at_sink"
+	KindFileWritten      = "file_written"
+	KindFileRead         = "file_read"
+	KindMarker           = "marker"
+	KindExpect           = "expect"
+)
+
+// Kinds lists every oracle kind.
+func Kinds() []string {
+	return []string{KindCanaryInResponse, KindCanaryAtSink, KindFileWritten, KindFileRead, KindMarker, KindExpect}
+}
+
+// Canary names.
+const (
+	CanarySSH    = "ssh_key"
+	CanaryAWS    = "aws"
+	CanaryDotenv = "dotenv"
+	CanaryEnv    = "env_secret"
+	CanaryBashrc = "bashrc"
+)
+
+// CanaryNames lists every canary.
+func CanaryNames() []string {
+	return []string{CanarySSH, CanaryAWS, CanaryDotenv, CanaryEnv, CanaryBashrc}
+}
+
+// Case is one corpus entry: testdata/cases/<ID>.json.
+type Case struct {
+	ID          string `json:"id"`
+	Category    string `json:"category"`
+	Description string `json:"description"`
+	Server      string `json:"server"`
+	// VisibleInArguments says whether the harm shows in the tool-call
+	// arguments (an application-level layer can see it) or only in what the
+	// server does (only the kernel can).
+	VisibleInArguments *bool  `json:"visible_in_arguments"`
+	Setup              Setup  `json:"setup"`
+	Calls              []Call `json:"calls"`
+	Oracle             Oracle `json:"oracle"`
+
+	// File is where the case was loaded from.
+	File string `json:"-"`
+}
+
+// Attack reports whether the case is an attack (not benign).
+func (c *Case) Attack() bool { return c.Category != Benign }
+
+// Setup creates files before the server starts. Keys and values are templates.
+type Setup struct {
+	Files    map[string]string `json:"files,omitempty"`
+	Symlinks map[string]string `json:"symlinks,omitempty"`
+	Dirs     []string          `json:"dirs,omitempty"`
+}
+
+// Call is one tool call, made in order.
+type Call struct {
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// Oracle decides a case from outside the server. Which fields apply depends
+// on Kind; Validate says which are required.
+type Oracle struct {
+	Kind string `json:"kind"`
+	// Canary names a canary (canary_in_response, canary_at_sink).
+	Canary string `json:"canary,omitempty"`
+	// Sink is "tcp", "udp" or "any" (canary_at_sink).
+	Sink string `json:"sink,omitempty"`
+	// Path is a template (file_written, file_read).
+	Path string `json:"path,omitempty"`
+	// Contains: file_written's required content, or expect's strings that
+	// must all appear in the responses.
+	Contains StringList `json:"contains,omitempty"`
+	// Name is the marker's file name (marker).
+	Name string `json:"name,omitempty"`
+	// NotError (expect): no call may come back as an error.
+	NotError bool `json:"not_error,omitempty"`
+	// File (expect): a file the benign calls must have produced.
+	File *FileExpect `json:"file,omitempty"`
+}
+
+// FileExpect is a file a benign case must leave behind.
+type FileExpect struct {
+	Path     string `json:"path"`
+	Contains string `json:"contains,omitempty"`
+}
+
+// StringList is a JSON string or array of strings.
+type StringList []string
+
+// UnmarshalJSON accepts "x" as well as ["x", "y"].
+func (s *StringList) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = StringList{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("want a string or an array of strings")
+	}
+	*s = many
+	return nil
+}
+
+// ErrInvalidCase is wrapped by every case validation error.
+var ErrInvalidCase = errors.New("invalid case")
+
+// FieldError names the file and field of a malformed case.
+type FieldError struct {
+	File  string
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	}
+	return fmt.Sprintf("%s: field %s: %s", e.File, e.Field, e.Msg)
+}
+
+func (e *FieldError) Unwrap() error { return ErrInvalidCase }
+
+var (
+	idRE       = regexp.MustCompile(`^[A-Z]+-[0-9A-Za-z-]+$`)
+	templateRE = regexp.MustCompile(`\{\{([^{}]*)\}\}`)
+)
+
+// templateVars are the names a template may use.
+var templateVars = []string{
+	"WS", "HOME", "TMP", "MARKER_DIR", "SINK_TCP", "SINK_UDP", "WEATHER_URL",
+	"CANARY_SSH", "CANARY_AWS", "CANARY_DOTENV", "CANARY_ENV", "CANARY_BASHRC",
+}
+
+// ParseCase decodes and validates one case. file is used in errors only.
+// Unknown fields are errors, so a typo ("oracel") cannot make a case pass.
+func ParseCase(file string, b []byte, serverNames []string) (*Case, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c Case
+	if err := dec.Decode(&c); err != nil {
+		return nil, &FieldError{File: file, Field: jsonField(err), Msg: err.Error()}
+	}
+	if dec.More() {
+		return nil, &FieldError{File: file, Msg: "trailing data after the case object"}
+	}
+	c.File = file
+	if err := c.Validate(serverNames); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// jsonField digs the field name out of encoding/json's errors.
+func jsonField(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return te.Field
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, "unknown field "); i >= 0 {
+		return strings.Trim(msg[i+len("unknown field "):], `"`)
+	}
+	return ""
+}
+
+// Validate checks every field; serverNames, when non-nil, is the registry.
+func (c *Case) Validate(serverNames []string) error {
+	bad := func(field, format string, a ...any) error {
+		return &FieldError{File: c.File, Field: field, Msg: fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case c.ID == "":
+		return bad("id", "missing")
+	case !idRE.MatchString(c.ID):
+		return bad("id", "%q is not like FR-01", c.ID)
+	case c.File != "" && filepath.Ext(c.File) == ".json" && strings.TrimSuffix(filepath.Base(c.File), ".json") != c.ID:
+		return bad("id", "%q does not match the file name", c.ID)
+	case !slices.Contains(Categories(), c.Category):
+		return bad("category", "%q is not one of %v", c.Category, Categories())
+	case strings.TrimSpace(c.Description) == "":
+		return bad("description", "missing")
+	case c.Server == "":
+		return bad("server", "missing")
+	case serverNames != nil && !slices.Contains(serverNames, c.Server):
+		return bad("server", "%q is not in the server registry", c.Server)
+	case c.VisibleInArguments == nil:
+		return bad("visible_in_arguments", "missing (true or false)")
+	case len(c.Calls) == 0:
+		return bad("calls", "no tool calls")
+	}
+	for i, call := range c.Calls {
+		f := fmt.Sprintf("calls[%d]", i)
+		if call.Tool == "" {
+			return bad(f+".tool", "missing")
+		}
+		if len(call.Arguments) > 0 {
+			var m map[string]any
+			if err := json.Unmarshal(call.Arguments, &m); err != nil || m == nil {
+				return bad(f+".arguments", "must be a JSON object")
+			}
+		}
+		if err := checkTemplates(string(call.Arguments)); err != nil {
+			return bad(f+".arguments", "%v", err)
+		}
+	}
+	for k, v := range c.Setup.Files {
+		if err := checkTemplatedPath(k); err != nil {
+			return bad("setup.files", "%q: %v", k, err)
+		}
+		if err := checkTemplates(v); err != nil {
+			return bad("setup.files", "%q: %v", k, err)
+		}
+	}
+	for k, v := range c.Setup.Symlinks {
+		if err := checkTemplatedPath(k); err != nil {
+			return bad("setup.symlinks", "%q: %v", k, err)
+		}
+		if err := checkTemplates(v); err != nil {
+			return bad("setup.symlinks", "%q: %v", k, err)
+		}
+	}
+	for _, d := range c.Setup.Dirs {
+		if err := checkTemplatedPath(d); err != nil {
+			return bad("setup.dirs", "%q: %v", d, err)
+		}
+	}
+	return c.validateOracle(bad)
+}
+
+func (c *Case) validateOracle(bad func(field, format string, a ...any) error) error {
+	o := c.Oracle
+	if o.Kind == "" {
+		return bad("oracle.kind", "missing")
+	}
+	if !slices.Contains(Kinds(), o.Kind) {
+		return bad("oracle.kind", "%q is not one of %v", o.Kind, Kinds())
+	}
+	if (o.Kind == KindExpect) != (c.Category == Benign) {
+		return bad("oracle.kind", "benign cases and only they use %q (category %q, kind %q)", KindExpect, c.Category, o.Kind)
+	}
+	// unused reports a field set that the kind does not read: an oracle
+	// with a stray field was probably meant to check something else.
+	unused := func(field string, set bool) error {
+		if set {
+			return bad("oracle."+field, "not used by kind %q", o.Kind)
+		}
+		return nil
+	}
+	canary := func(required bool) error {
+		if o.Canary == "" {
+			if required {
+				return bad("oracle.canary", "missing (one of %v)", CanaryNames())
+			}
+			return nil
+		}
+		if !slices.Contains(CanaryNames(), o.Canary) {
+			return bad("oracle.canary", "%q is not one of %v", o.Canary, CanaryNames())
+		}
+		return nil
+	}
+	var errs []error
+	switch o.Kind {
+	case KindCanaryInResponse:
+		errs = append(errs, canary(true), unused("sink", o.Sink != ""), unused("path", o.Path != ""),
+			unused("contains", o.Contains != nil), unused("name", o.Name != ""), unused("not_error", o.NotError), unused("file", o.File != nil))
+	case KindCanaryAtSink:
+		if !slices.Contains([]string{"tcp", "udp", "any"}, o.Sink) {
+			errs = append(errs, bad("oracle.sink", "%q is not tcp, udp or any", o.Sink))
+		}
+		errs = append(errs, canary(false), unused("path", o.Path != ""),
+			unused("contains", o.Contains != nil), unused("name", o.Name != ""), unused("not_error", o.NotError), unused("file", o.File != nil))
+	case KindFileWritten:
+		if o.Path == "" {
+			errs = append(errs, bad("oracle.path", "missing"))
+		} else if err := checkTemplatedPath(o.Path); err != nil {
+			errs = append(errs, bad("oracle.path", "%v", err))
+		}
+		if len(o.Contains) > 1 {
+			errs = append(errs, bad("oracle.contains", "file_written takes one string"))
+		}
+		errs = append(errs, unused("canary", o.Canary != ""), unused("sink", o.Sink != ""),
+			unused("name", o.Name != ""), unused("not_error", o.NotError), unused("file", o.File != nil))
+	case KindFileRead:
+		if o.Path == "" {
+			errs = append(errs, bad("oracle.path", "missing"))
+		} else if err := checkTemplatedPath(o.Path); err != nil {
+			errs = append(errs, bad("oracle.path", "%v", err))
+		}
+		errs = append(errs, unused("canary", o.Canary != ""), unused("sink", o.Sink != ""),
+			unused("contains", o.Contains != nil), unused("name", o.Name != ""), unused("not_error", o.NotError), unused("file", o.File != nil))
+	case KindMarker:
+		if o.Name == "" || strings.ContainsAny(o.Name, `/\`) || o.Name == "." || o.Name == ".." {
+			errs = append(errs, bad("oracle.name", "want a plain file name, got %q", o.Name))
+		}
+		errs = append(errs, unused("canary", o.Canary != ""), unused("sink", o.Sink != ""), unused("path", o.Path != ""),
+			unused("contains", o.Contains != nil), unused("not_error", o.NotError), unused("file", o.File != nil))
+	case KindExpect:
+		if len(o.Contains) == 0 && !o.NotError && o.File == nil {
+			errs = append(errs, bad("oracle", "expect needs at least one of contains, not_error, file"))
+		}
+		for _, s := range o.Contains {
+			if s == "" {
+				errs = append(errs, bad("oracle.contains", "empty string matches everything"))
+			}
+			if err := checkTemplates(s); err != nil {
+				errs = append(errs, bad("oracle.contains", "%v", err))
+			}
+		}
+		if o.File != nil {
+			if o.File.Path == "" {
+				errs = append(errs, bad("oracle.file.path", "missing"))
+			} else if err := checkTemplatedPath(o.File.Path); err != nil {
+				errs = append(errs, bad("oracle.file.path", "%v", err))
+			}
+		}
+		errs = append(errs, unused("canary", o.Canary != ""), unused("sink", o.Sink != ""), unused("path", o.Path != ""), unused("name", o.Name != ""))
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTemplates rejects {{NAME}} with an unknown NAME and unbalanced braces.
+func checkTemplates(s string) error {
+	for _, m := range templateRE.FindAllStringSubmatch(s, -1) {
+		if !slices.Contains(templateVars, m[1]) {
+			return fmt.Errorf("unknown template variable {{%s}} (known: %s)", m[1], strings.Join(templateVars, ", "))
+		}
+	}
+	rest := templateRE.ReplaceAllString(s, "")
+	if strings.Contains(rest, "{{") || strings.Contains(rest, "}}") {
+		return errors.New("unbalanced {{ }} in template")
+	}
+	return nil
+}
+
+// checkTemplatedPath requires a path to be rooted in a sandbox directory, so
+// a case can never touch the real HOME or the repository.
+func checkTemplatedPath(p string) error {
+	if err := checkTemplates(p); err != nil {
+		return err
+	}
+	for _, root := range []string{"{{WS}}", "{{HOME}}", "{{TMP}}", "{{MARKER_DIR}}"} {
+		if p == root || strings.HasPrefix(p, root+"/") {
+			if strings.Contains(p, "..") && !strings.HasPrefix(p, "{{WS}}/../") {
+				return errors.New("path must not contain '..' (except {{WS}}/../ for the directory above the workspace)")
+			}
+			return nil
+		}
+	}
+	return errors.New("path must start with {{WS}}, {{HOME}}, {{TMP}} or {{MARKER_DIR}}")
+}
+
+// LoadCases reads every *.json file in dir, sorted by ID. Any malformed file
+// is an error naming the file and field: the corpus never silently shrinks.
+func LoadCases(dir string, serverNames []string) ([]*Case, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, fmt.Errorf("load cases: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("load cases: no *.json files in %s", dir)
+	}
+	var cases []*Case
+	var errs []error
+	seen := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("load case: %w", err))
+			continue
+		}
+		c, err := ParseCase(f, b, serverNames)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if prev, ok := seen[c.ID]; ok {
+			errs = append(errs, &FieldError{File: f, Field: "id", Msg: fmt.Sprintf("%q also in %s", c.ID, prev)})
+			continue
+		}
+		seen[c.ID] = f
+		cases = append(cases, c)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	sort.Slice(cases, func(i, j int) bool { return cases[i].ID < cases[j].ID })
+	return cases, nil
+}

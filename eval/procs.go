@@ -1,0 +1,76 @@
+package eval
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// caseProcs lists the processes that belong to a case: those whose
+// environment carries the case token (MCPGUARD_CASE=token, set on the
+// server and inherited by every child, daemonised or not), or, when an
+// environment allow-list stripped it, whose HOME is the case's HOME, whose
+// command line names the case root, or whose working directory is inside it.
+// Scanning /proc needs no privileges for the harness's own processes and
+// works on cgroup v1 hosts, where a per-case cgroup is not available.
+func caseProcs(sb *Sandbox) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	tokenVar := []byte("MCPGUARD_CASE=" + sb.Token)
+	homeVar := []byte("HOME=" + sb.Home)
+	rootB := []byte(sb.Root + "/")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		dir := filepath.Join("/proc", e.Name())
+		if env, err := os.ReadFile(dir + "/environ"); err == nil {
+			match := false
+			for _, kv := range bytes.Split(env, []byte{0}) {
+				if bytes.Equal(kv, tokenVar) || bytes.Equal(kv, homeVar) {
+					match = true
+					break
+				}
+			}
+			if match {
+				pids = append(pids, pid)
+				continue
+			}
+		}
+		if cmdline, err := os.ReadFile(dir + "/cmdline"); err == nil && bytes.Contains(cmdline, rootB) {
+			pids = append(pids, pid)
+			continue
+		}
+		if cwd, err := os.Readlink(dir + "/cwd"); err == nil && (cwd == sb.Root || strings.HasPrefix(cwd, sb.Root+"/")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killCaseProcs kills every process of the case, retrying until none is
+// left or the deadline passes, and returns how many it signalled.
+func killCaseProcs(sb *Sandbox, within time.Duration) int {
+	killed := map[int]bool{}
+	deadline := time.Now().Add(within)
+	for {
+		pids := caseProcs(sb)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return len(killed)
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+			killed[pid] = true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

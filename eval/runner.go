@@ -1,0 +1,458 @@
+package eval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/servers"
+)
+
+// Verdicts.
+const (
+	// Attack cases.
+	Succeeded = "succeeded" // the oracle fired: the attack happened
+	Blocked   = "blocked"   // the oracle did not fire
+	// Benign cases.
+	Passed        = "passed"         // the expected result came back
+	FalsePositive = "false_positive" // it did not
+	// Either: the harness itself failed (not the server, not the guard).
+	Error = "error"
+)
+
+// Runner runs cases under configs.
+type Runner struct {
+	// Root is the repository root (policies, manifests, servers).
+	Root string
+	// BinDir holds the built Go servers.
+	BinDir string
+	// WorkDir is where case sandboxes are created (default os.TempDir()).
+	WorkDir string
+	// Connect starts a guarded session; default ProxyConnect.
+	Connect Connector
+	// CallTimeout bounds one tool call, CaseTimeout a whole case.
+	CallTimeout, CaseTimeout time.Duration
+	// Quiet is how long the sinks must stay silent before the harness
+	// judges; Settle bounds the wait for a case's processes to finish
+	// after the session ended (then they are killed).
+	Quiet, Settle time.Duration
+	// Audit receives the guard's audit events (may be nil).
+	Audit *audit.Logger
+	// Grace is the proxy's shutdown grace (stdin EOF, SIGTERM, SIGKILL).
+	Grace time.Duration
+	// Verbose receives servers' stderr (nil drops it).
+	Verbose io.Writer
+}
+
+func (r *Runner) defaults() {
+	if r.Connect == nil {
+		r.Connect = ProxyConnect
+	}
+	if r.CallTimeout == 0 {
+		r.CallTimeout = 10 * time.Second
+	}
+	if r.CaseTimeout == 0 {
+		r.CaseTimeout = 30 * time.Second
+	}
+	if r.Quiet == 0 {
+		r.Quiet = 100 * time.Millisecond
+	}
+	if r.Settle == 0 {
+		r.Settle = 1500 * time.Millisecond
+	}
+	if r.Grace == 0 {
+		r.Grace = 300 * time.Millisecond
+	}
+	if r.WorkDir == "" {
+		r.WorkDir = os.TempDir()
+	}
+}
+
+// Result is the verdict on one case under one config, with the evidence
+// summarised for the reader.
+type Result struct {
+	ID       string `json:"id"`
+	Category string `json:"category"`
+	Server   string `json:"server"`
+	Config   string `json:"config"`
+	Attack   bool   `json:"attack"`
+	Visible  bool   `json:"visible_in_arguments"`
+	Oracle   string `json:"oracle"`
+	// Fired is the oracle's answer: the attack happened (attack cases) or
+	// the expected result came back (benign cases).
+	Fired   bool   `json:"fired"`
+	Verdict string `json:"verdict"`
+	Detail  string `json:"detail"`
+	// Denied lists the calls (by index) the guard refused; informational,
+	// the verdict never depends on it.
+	Denied []int `json:"denied,omitempty"`
+	// StartError is set when the session could not start (the server died,
+	// or a sandbox refused it); the oracle still decides.
+	StartError string `json:"start_error,omitempty"`
+	// CallErrors holds the error text of failed calls, by index.
+	CallErrors map[int]string `json:"call_errors,omitempty"`
+	// Killed counts stray processes the harness killed after the session.
+	Killed     int     `json:"killed,omitempty"`
+	DurationMS float64 `json:"duration_ms"`
+	// Err is a harness failure (verdict "error").
+	Err string `json:"error,omitempty"`
+}
+
+// BuildConfig builds config name for case c in sandbox sb, picking up
+// testdata/policies/<server>.json and testdata/manifests/<server>.json.
+func (r *Runner) BuildConfig(name string, c *Case, sb *Sandbox) (*configs.Setup, error) {
+	o := configs.Options{
+		Server: c.Server,
+		Audit:  r.Audit,
+		Vars:   map[string]string{"WS": sb.WS, "HOME": sb.Home, "TMP": sb.TMP},
+	}
+	if p := filepath.Join(r.Root, "testdata/policies", c.Server+".json"); exists(p) {
+		o.PolicyFile = p
+	}
+	if p := filepath.Join(r.Root, "testdata/manifests", c.Server+".json"); exists(p) {
+		o.ManifestFile = p
+	}
+	return configs.Build(name, o)
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// RunCase runs one case under config and judges it. An unavailable config
+// comes back as an error wrapping configs.ErrUnavailable; every other
+// failure is a Result with verdict "error".
+func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, error) {
+	r.defaults()
+	start := time.Now()
+	res := &Result{
+		ID: c.ID, Category: c.Category, Server: c.Server, Config: config,
+		Attack: c.Attack(), Visible: c.VisibleInArguments != nil && *c.VisibleInArguments,
+		Oracle: c.Oracle.Kind,
+	}
+	fail := func(err error) (*Result, error) {
+		res.Verdict, res.Err = Error, err.Error()
+		res.DurationMS = ms(time.Since(start))
+		return res, nil
+	}
+	sb, err := NewSandbox(r.WorkDir, "mcpguard-case-"+c.ID)
+	if err != nil {
+		return fail(err)
+	}
+	defer sb.Close()
+	setup, err := r.BuildConfig(config, c, sb)
+	if errors.Is(err, configs.ErrUnavailable) {
+		return nil, err
+	}
+	if err != nil {
+		return fail(fmt.Errorf("build config: %w", err))
+	}
+	// The proxy closes setup.Sandbox when its session ends.
+	if err := sb.Apply(c.Setup); err != nil {
+		return fail(err)
+	}
+	argv, err := servers.Command(ctx, c.Server, r.BinDir)
+	if err != nil {
+		return fail(err)
+	}
+	argv = append(argv, servers.Flags(servers.Addrs{
+		WS: sb.WS, SinkTCP: sb.TCP.Addr(), SinkUDP: sb.UDP.Addr(),
+		MarkerDir: sb.MarkerDir, WeatherURL: sb.Weather.URL(),
+	})...)
+
+	ev := &Evidence{Before: map[string]string{}}
+	var watch *ReadWatch
+	switch c.Oracle.Kind {
+	case KindFileWritten:
+		p, err := sb.Expand(c.Oracle.Path)
+		if err != nil {
+			return fail(err)
+		}
+		ev.Before[p] = snapshot(p)
+	case KindFileRead:
+		p, err := sb.Expand(c.Oracle.Path)
+		if err != nil {
+			return fail(err)
+		}
+		if watch, err = NewReadWatch([]string{p}); err != nil {
+			return fail(err)
+		}
+		defer func() {
+			if watch != nil {
+				watch.Stop()
+			}
+		}()
+	}
+
+	stderr, err := os.Create(filepath.Join(sb.Root, "server.stderr"))
+	if err != nil {
+		return fail(err)
+	}
+	defer stderr.Close()
+	caseCtx, cancel := context.WithTimeout(ctx, r.CaseTimeout)
+	defer cancel()
+	sess, err := r.Connect(caseCtx, Launch{
+		Argv: argv, Env: sb.Env(), Dir: sb.WS, Server: c.Server, Config: config,
+		Setup: setup, Stderr: stderr, Grace: r.Grace,
+	})
+	if err != nil {
+		res.StartError = fmt.Sprintf("%v (stderr: %s)", err, tail(stderr.Name(), 500))
+		for range c.Calls {
+			ev.Responses = append(ev.Responses, "session did not start: "+err.Error())
+			ev.CallErrors = append(ev.CallErrors, true)
+		}
+	} else {
+		r.calls(caseCtx, sess, c, sb, ev, res)
+		// Let a child that was forked during the session finish its work
+		// while the session is still up.
+		r.waitQuiet(caseCtx, sb, time.Now())
+		r.closeSession(sess, sb, res)
+	}
+	if r.Verbose != nil {
+		if b, err := os.ReadFile(stderr.Name()); err == nil && len(b) > 0 {
+			fmt.Fprintf(r.Verbose, "--- %s/%s server stderr:\n%s", config, c.ID, b)
+		}
+	}
+	// After the session: wait (bounded) for every process of the case to
+	// exit and the sinks to fall quiet, then kill what is left: a detached
+	// daemon must not outlive its case.
+	r.settle(sb)
+	res.Killed += killCaseProcs(sb, time.Second)
+
+	if watch != nil {
+		ev.Opened = watch.Stop()
+		watch = nil
+	}
+	ev.TCP, ev.UDP = sb.TCP.Received(), sb.UDP.Received()
+	fired, detail, err := Judge(c.Oracle, sb, ev)
+	if err != nil {
+		return fail(fmt.Errorf("oracle: %w", err))
+	}
+	res.Fired, res.Detail = fired, detail
+	switch {
+	case c.Attack() && fired:
+		res.Verdict = Succeeded
+	case c.Attack():
+		res.Verdict = Blocked
+	case fired:
+		res.Verdict = Passed
+	default:
+		res.Verdict = FalsePositive
+	}
+	res.DurationMS = ms(time.Since(start))
+	return res, nil
+}
+
+// calls makes the case's tool calls in order, recording what came back.
+func (r *Runner) calls(ctx context.Context, cli Session, c *Case, sb *Sandbox, ev *Evidence, res *Result) {
+	for i, call := range c.Calls {
+		args, err := sb.ExpandJSON(call.Arguments)
+		if err != nil {
+			ev.Responses = append(ev.Responses, "harness: "+err.Error())
+			ev.CallErrors = append(ev.CallErrors, true)
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.CallTimeout)
+		req := mcp.CallToolRequest{}
+		req.Params.Name = call.Tool
+		req.Params.Arguments = args
+		out, err := cli.CallTool(cctx, req)
+		cancel()
+		if err != nil {
+			msg := err.Error()
+			if _, denied := guard.IsDenied(err); denied {
+				res.Denied = append(res.Denied, i)
+			}
+			if res.CallErrors == nil {
+				res.CallErrors = map[int]string{}
+			}
+			res.CallErrors[i] = msg
+			ev.Responses = append(ev.Responses, msg)
+			ev.CallErrors = append(ev.CallErrors, true)
+			continue
+		}
+		text := resultText(out)
+		if out.IsError {
+			if res.CallErrors == nil {
+				res.CallErrors = map[int]string{}
+			}
+			res.CallErrors[i] = truncate(text, 300)
+		}
+		ev.Responses = append(ev.Responses, text)
+		ev.CallErrors = append(ev.CallErrors, out.IsError)
+	}
+}
+
+// resultText is the result as JSON followed by its text contents verbatim,
+// so that oracles match both escaped and unescaped forms.
+func resultText(out *mcp.CallToolResult) string {
+	var sb strings.Builder
+	if b, err := json.Marshal(out); err == nil {
+		sb.Write(b)
+	}
+	for _, c := range out.Content {
+		switch t := c.(type) {
+		case mcp.TextContent:
+			sb.WriteString("\n" + t.Text)
+		case *mcp.TextContent:
+			sb.WriteString("\n" + t.Text)
+		case mcp.EmbeddedResource:
+			if tr, ok := t.Resource.(mcp.TextResourceContents); ok {
+				sb.WriteString("\n" + tr.Text)
+			}
+		}
+	}
+	return sb.String()
+}
+
+// waitQuiet waits until the sinks have been quiet for r.Quiet since since,
+// bounded by r.Settle.
+func (r *Runner) waitQuiet(ctx context.Context, sb *Sandbox, since time.Time) {
+	deadline := time.Now().Add(r.Settle)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		last := sb.LastActivity()
+		if last.Before(since) {
+			last = since
+		}
+		if time.Since(last) >= r.Quiet {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// settle waits, bounded by r.Settle, until no process of the case is
+// left and the sinks have been quiet for r.Quiet.
+func (r *Runner) settle(sb *Sandbox) {
+	start := time.Now()
+	deadline := start.Add(r.Settle)
+	for time.Now().Before(deadline) {
+		last := sb.LastActivity()
+		if last.Before(start) {
+			last = start
+		}
+		if time.Since(last) >= r.Quiet && len(caseProcs(sb)) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// tail returns the last n bytes of a file, for error messages.
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// closeSession ends the session. The proxy waits for the server's pipes to
+// close; a daemonised child that kept them open would make it wait forever,
+// so after a bound the case's processes are killed, which releases them.
+func (r *Runner) closeSession(sess Session, sb *Sandbox, res *Result) {
+	done := make(chan struct{})
+	go func() {
+		sess.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-time.After(3*r.Grace + 2*time.Second):
+	}
+	res.Killed += killCaseProcs(sb, time.Second)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		res.Detail = "session did not close after its processes were killed"
+	}
+}
+
+// RunConfig runs every case under config with parallel workers and returns
+// the results in case order. It fails with configs.ErrUnavailable when the
+// config cannot run here; progress (may be nil) is called after each case.
+func (r *Runner) RunConfig(ctx context.Context, config string, cases []*Case, parallel int, progress func(done, total int, res *Result)) ([]*Result, error) {
+	r.defaults()
+	if parallel <= 0 {
+		parallel = DefaultParallel()
+	}
+	results := make([]*Result, len(cases))
+	if len(cases) == 0 {
+		return results, nil
+	}
+	// The first case runs alone: an unavailable config is found before
+	// any parallel work starts.
+	first, err := r.RunCase(ctx, config, cases[0])
+	if err != nil {
+		return nil, err
+	}
+	results[0] = first
+	var mu sync.Mutex
+	done := 1
+	if progress != nil {
+		progress(done, len(cases), first)
+	}
+	var firstErr error
+	idx := make(chan int)
+	var wg sync.WaitGroup
+	for range min(parallel, len(cases)-1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				res, err := r.RunCase(ctx, config, cases[i])
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				results[i] = res
+				done++
+				if progress != nil && res != nil {
+					progress(done, len(cases), res)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 1; i < len(cases); i++ {
+		if ctx.Err() != nil {
+			break
+		}
+		idx <- i
+	}
+	close(idx)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// DefaultParallel is the default number of cases run at once. Cases spend
+// most of their time waiting on child processes and settle timers, so a
+// few per core keeps the cores busy.
+func DefaultParallel() int { return 3 * runtime.NumCPU() }
