@@ -76,11 +76,11 @@ func Build(name string, o Options) (*Setup, error) {
 	case CApp:
 		return combine(name, o, buildApp)
 	case CEBPF:
-		return combine(name, o, buildEBPF)
+		return combine(name, o, buildL3)
 	case CFull:
-		return combine(name, o, buildApp, buildEBPF)
+		return combine(name, o, buildApp, buildL3)
 	case CABEBPF:
-		return combine(name, o, buildAB, buildEBPF)
+		return combine(name, o, buildAB, buildL3)
 	}
 	if b, ok := extraBuilder(name); ok {
 		return combine(name, o, b...)

@@ -1,0 +1,103 @@
+package landlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// Probe reports the running kernel's Landlock ABI version (0 or an error:
+// no Landlock). The sandbox takes it as a parameter so that tests can
+// stand in for a kernel without Landlock.
+type Probe func() (int, error)
+
+// KernelABI is the real probe: landlock_create_ruleset(NULL, 0,
+// LANDLOCK_CREATE_RULESET_VERSION).
+func KernelABI() (int, error) {
+	v, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		switch {
+		case errors.Is(err, syscall.ENOSYS):
+			return 0, fmt.Errorf("landlock_create_ruleset: %w (kernel built without CONFIG_SECURITY_LANDLOCK, or a seccomp filter blocks it)", err)
+		case errors.Is(err, syscall.EOPNOTSUPP):
+			return 0, fmt.Errorf("landlock_create_ruleset: %w (Landlock is built in but not enabled: add landlock to lsm= on the kernel command line)", err)
+		}
+		return 0, fmt.Errorf("landlock_create_ruleset: %w", err)
+	}
+	return v, nil
+}
+
+// MaxABI is the newest ABI this build knows (go-landlock v0.11.2). A newer
+// kernel is used at this level.
+const MaxABI = 11
+
+// Feature is something Landlock enforces from some ABI version on.
+type Feature struct {
+	ABI  int
+	What string
+}
+
+// features lists, per ABI version, what the backend gets from the kernel.
+// The ones past the running kernel's ABI are its limits.
+func features() []Feature {
+	return []Feature{
+		{1, "filesystem read, write, execute and directory changes"},
+		{2, "moving and linking files between directories (refer)"},
+		{3, "truncation"},
+		{4, "TCP connect and bind by port"},
+		{5, "ioctl on device files"},
+		{6, "scoping of signals and abstract unix sockets to the sandbox"},
+		{7, "denials in the audit log after exec"},
+		{9, "connect and send on pathname unix sockets"},
+		{10, "UDP bind, connect and send by port"},
+	}
+}
+
+// Enforced lists the features the given ABI gives.
+func Enforced(abi int) []string {
+	var out []string
+	for _, f := range features() {
+		if f.ABI <= abi {
+			out = append(out, fmt.Sprintf("%s (ABI %d)", f.What, f.ABI))
+		}
+	}
+	return out
+}
+
+// Missing lists the features the given ABI lacks, each with the ABI that
+// brings it.
+func Missing(abi int) []string {
+	var out []string
+	for _, f := range features() {
+		if f.ABI > abi {
+			out = append(out, fmt.Sprintf("%s (needs ABI %d)", f.What, f.ABI))
+		}
+	}
+	return out
+}
+
+// limits returns the short text the results table shows for this backend
+// on the given ABI with the given rules: what it cannot stop.
+func limits(abi int, r *Rules) string {
+	parts := []string{fmt.Sprintf("landlock ABI %d", abi), "ports only, no IP filtering"}
+	if abi < 4 {
+		parts = append(parts, "no network rules (TCP needs ABI 4)")
+	}
+	if r != nil && r.AnyConnect {
+		parts = append(parts, "TCP connect unrestricted (a network rule has no ports)")
+	}
+	if abi < 10 {
+		parts = append(parts, "UDP not covered (needs ABI 10)")
+	}
+	parts = append(parts, "MPTCP not covered")
+	if abi < 9 {
+		parts = append(parts, "pathname unix sockets not covered (needs ABI 9)")
+	}
+	if abi < 6 {
+		parts = append(parts, "signals and abstract unix sockets not scoped (needs ABI 6)")
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,221 @@
+package landlock
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"slices"
+	"syscall"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpguard/mcpguard/guard"
+)
+
+// ExecArg is the hidden first argument that turns any binary linking this
+// package (mcpguard, a test binary) into the re-exec wrapper:
+//
+//	BINARY __landlock-exec RULES-JSON PROGRAM ARGV0 ARGS...
+//
+// The wrapper restricts itself with RULES-JSON and execve()s PROGRAM with
+// ARGV0 ARGS... and its own environment. On any failure it exits with
+// status 126 and a message on stderr, without running PROGRAM.
+const ExecArg = "__landlock-exec"
+
+// WrapperExitCode is the wrapper's exit status when it refused to start
+// the server.
+const WrapperExitCode = 126
+
+// init serves ExecArg before anything else runs. Doing it here rather than
+// as a subcommand of mcpguard means every binary that can build a Landlock
+// config can also be its wrapper (test binaries included), and the wrapper
+// does no more than runtime start-up before the execve.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == ExecArg {
+		err := Wrap(os.Args[2:], KernelABI)
+		fmt.Fprintf(os.Stderr, "mcpguard landlock: %v\n", err)
+		os.Exit(WrapperExitCode)
+	}
+}
+
+// Wrap is the wrapper: args are RULES-JSON PROGRAM ARGV0 ARGS... It only
+// returns on failure; on success the process is the server, restricted.
+func Wrap(args []string, probe Probe) error {
+	if len(args) < 3 {
+		return fmt.Errorf("usage: %s RULES-JSON PROGRAM ARGV0 [ARGS...]", ExecArg)
+	}
+	r, err := Decode(args[0])
+	if err != nil {
+		return err
+	}
+	abi, err := checkABI(probe)
+	if err != nil {
+		return err
+	}
+	r.Paths = append(r.Paths, selfProc())
+	fd, flags, err := ruleset(r, abi, os.Stat)
+	if err != nil {
+		return err
+	}
+	// The domain is put on this thread only and this thread calls execve:
+	// the new program inherits the calling thread's credentials, domain
+	// included. Never unlocked: a restricted thread must not go back to the
+	// scheduler's pool if execve fails.
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl no_new_privs: %w", err)
+	}
+	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	unix.Close(fd)
+	err = syscall.Exec(args[1], args[2:], os.Environ())
+	return fmt.Errorf("exec %s under landlock: %w", args[1], err)
+}
+
+// selfProc is the process's own /proc/PID: after execve the server has
+// the wrapper's pid, so /proc/self works for it (and only for it).
+func selfProc() PathRule {
+	return PathRule{Path: fmt.Sprintf("/proc/%d", os.Getpid()), Access: Read, Why: "own /proc/PID"}
+}
+
+// checkABI fails closed: Landlock absent or disabled is an error wrapping
+// guard.ErrKernelRefused, never a silent run without enforcement (which is
+// what go-landlock's best-effort mode would do on such a kernel).
+func checkABI(probe Probe) (int, error) {
+	abi, err := probe()
+	if err != nil {
+		return 0, fmt.Errorf("landlock unavailable: %w: %w", guard.ErrKernelRefused, err)
+	}
+	if abi < 1 {
+		return 0, fmt.Errorf("landlock unavailable: %w: kernel reports ABI %d", guard.ErrKernelRefused, abi)
+	}
+	return min(abi, MaxABI), nil
+}
+
+// File access rights, go-landlock's names for the kernel's bits.
+const (
+	fsRead  = llsys.AccessFSReadFile | llsys.AccessFSReadDir
+	fsWrite = fsRead | llsys.AccessFSWriteFile | llsys.AccessFSTruncate |
+		llsys.AccessFSMakeReg | llsys.AccessFSMakeDir | llsys.AccessFSMakeSym |
+		llsys.AccessFSMakeSock | llsys.AccessFSMakeFifo |
+		llsys.AccessFSRemoveFile | llsys.AccessFSRemoveDir | llsys.AccessFSRefer
+	fsExec   = llsys.AccessFSExecute | llsys.AccessFSReadFile
+	fsDevice = llsys.AccessFSReadFile | llsys.AccessFSWriteFile
+	// fsFileOnly are the rights that apply to a regular file; the kernel
+	// rejects directory rights on a rule anchored on a file.
+	fsFileOnly = llsys.AccessFSExecute | llsys.AccessFSWriteFile | llsys.AccessFSReadFile |
+		llsys.AccessFSTruncate | llsys.AccessFSIoctlDev
+)
+
+// mask returns the kernel rights for a.
+func mask(a Access) (ll.AccessFSSet, bool) {
+	switch a {
+	case Read:
+		return fsRead, true
+	case Write:
+		return fsWrite, true
+	case Exec:
+		return fsExec, true
+	case Device:
+		return fsDevice, true
+	}
+	return 0, false
+}
+
+// config is what the ruleset handles (denies unless a rule allows it):
+// everything the newest known ABI can restrict, lowered to the running
+// kernel's ABI by go-landlock's best-effort mode. When a network rule
+// admits every port, connecting is left unhandled, since Landlock cannot
+// say "this host, any port".
+func config(r *Rules) ll.Config {
+	c := ll.Config{
+		HandledAccessFS:  ll.V11.HandledAccessFS,
+		HandledAccessNet: ll.V11.HandledAccessNet,
+		Scoped:           ll.V11.Scoped,
+	}
+	if r.AnyConnect {
+		c.HandledAccessNet &^= llsys.AccessNetConnectTCP | llsys.AccessNetConnectSendUDP
+	}
+	// Denials by the server (after execve) go to the audit log where the
+	// kernel supports it (ABI 7+); best effort drops the flag elsewhere.
+	return c.BestEffort().EnableLoggingForSubprocesses()
+}
+
+// ruleset builds the kernel ruleset for r at the given ABI, without
+// enforcing it. stat is os.Stat (a rule on a regular file may only carry
+// file rights).
+func ruleset(r *Rules, abi int, stat func(string) (fs.FileInfo, error)) (fd int, flags uint32, err error) {
+	cfg := config(r)
+	var rules []ll.Rule
+	for _, p := range r.Paths {
+		m, _ := mask(p.Access)
+		if abi < 2 {
+			// A rule asking for refer on an ABI 1 kernel makes go-landlock's
+			// best effort drop the whole ruleset; moving files across
+			// directories is always denied there anyway.
+			m &^= llsys.AccessFSRefer
+		}
+		fi, err := stat(p.Path)
+		if err != nil {
+			if p.Optional && errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return -1, 0, fmt.Errorf("landlock rule %s %s: %w", p.Access, p.Path, err)
+		}
+		if !fi.IsDir() {
+			m &= fsFileOnly
+		}
+		rules = append(rules, ll.PathAccess(m, p.Path))
+	}
+	if !r.AnyConnect {
+		for _, port := range r.ConnectTCP {
+			rules = append(rules, ll.ConnectTCP(port), ll.ConnectSendUDP(port))
+		}
+	}
+	for _, port := range r.BindTCP {
+		rules = append(rules, ll.BindTCP(port))
+	}
+	// Where UDP is restricted (ABI 10+), sending from an unbound socket
+	// autobinds it to an ephemeral port: allow that (port 0), so that the
+	// connect/send rules above decide.
+	rules = append(rules, ll.BindUDP(0))
+
+	fd, flags, err = cfg.NewRulesetFD(rules...)
+	if err != nil {
+		return -1, 0, fmt.Errorf("landlock ruleset: %w", err)
+	}
+	if fd < 0 {
+		return -1, 0, fmt.Errorf("landlock ruleset: %w: nothing enforceable at ABI %d", guard.ErrKernelRefused, abi)
+	}
+	return fd, flags, nil
+}
+
+// RestrictThread puts the calling OS thread (only) under r, for
+// benchmarks and tests that measure or probe enforcement in-process. The
+// caller must have called runtime.LockOSThread and must never unlock it:
+// the Go runtime then ends the thread with its goroutine.
+func RestrictThread(r *Rules, probe Probe) error {
+	abi, err := checkABI(probe)
+	if err != nil {
+		return err
+	}
+	own := *r
+	own.Paths = append(slices.Clone(r.Paths), selfProc())
+	fd, flags, err := ruleset(&own, abi, os.Stat)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl no_new_privs: %w", err)
+	}
+	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,395 @@
+package landlock_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/landlock"
+	"github.com/mcpguard/mcpguard/guard/policy"
+	_ "github.com/mcpguard/mcpguard/internal/testenv"
+)
+
+// childEnv makes the test binary act as the guarded server: it performs
+// the actions named on its command line and prints one verdict per action.
+const childEnv = "MCPGUARD_LANDLOCK_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(child(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// child runs actions ("read:PATH", "write:PATH", "connect:HOST:PORT",
+// "udp:HOST:PORT", "exec:PATH", "signal:PID", "spawn") and prints "ACTION ok" or "ACTION denied" or "ACTION error: ...".
+// "spawn" runs the rest of the actions in a grandchild (this binary again)
+// and relays its lines prefixed with "grandchild ".
+func child(actions []string) int {
+	for i, a := range actions {
+		if a == "spawn" {
+			cmd := exec.Command(os.Args[0], actions[i+1:]...)
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
+			if err != nil {
+				fmt.Printf("spawn error: %v\n", err)
+				return 1
+			}
+			sc := bufio.NewScanner(strings.NewReader(string(out)))
+			for sc.Scan() {
+				fmt.Printf("grandchild %s\n", sc.Text())
+			}
+			return 0
+		}
+		fmt.Printf("%s %s\n", a, verdict(do(a)))
+	}
+	return 0
+}
+
+func do(action string) error {
+	verb, arg, _ := strings.Cut(action, ":")
+	switch verb {
+	case "read":
+		_, err := os.ReadFile(arg)
+		return err
+	case "write":
+		return os.WriteFile(arg, []byte("x"), 0o644)
+	case "connect":
+		c, err := net.Dial("tcp", arg)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	case "udp":
+		c, err := net.Dial("udp", arg)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte("exfil"))
+		return err
+	case "exec":
+		return exec.Command(arg).Run()
+	case "signal":
+		pid, err := strconv.Atoi(arg)
+		if err != nil {
+			return err
+		}
+		// Signal 0 checks permission without delivering anything.
+		return syscall.Kill(pid, 0)
+	}
+	return fmt.Errorf("unknown action %q", action)
+}
+
+func verdict(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return "denied"
+	}
+	return "error: " + err.Error()
+}
+
+// world is what the enforcement tests run against: roots, a secret
+// outside them, and two loopback listeners, one allowed by port.
+type world struct {
+	readRoot, writeRoot, outside string
+	allowed, denied              net.Listener
+	pol                          *policy.Policy
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	base := t.TempDir()
+	w := &world{
+		readRoot:  filepath.Join(base, "ro"),
+		writeRoot: filepath.Join(base, "ws"),
+		outside:   filepath.Join(base, "home"),
+	}
+	for _, d := range []string{w.readRoot, w.writeRoot, w.outside} {
+		require.NoError(t, os.Mkdir(d, 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(w.readRoot, "doc.txt"), []byte("doc"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(w.outside, "id_rsa"), []byte("secret"), 0o600))
+	var err error
+	w.allowed, err = net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { w.allowed.Close() })
+	w.denied, err = net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { w.denied.Close() })
+	for _, l := range []net.Listener{w.allowed, w.denied} {
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+	w.pol = &policy.Policy{
+		Filesystem: policy.Filesystem{Read: []string{w.readRoot}, Write: []string{w.writeRoot}},
+		Network:    policy.Network{Allow: []policy.NetRule{{Host: "127.0.0.2", Ports: []int{port(w.allowed)}}}},
+		Exec:       policy.Exec{Allow: []string{"/usr/bin/true"}},
+	}
+	return w
+}
+
+func port(l net.Listener) int { return l.Addr().(*net.TCPAddr).Port }
+
+// runGuarded starts this test binary as a guarded child doing actions and
+// returns its verdicts by action.
+func runGuarded(t *testing.T, sb *landlock.Sandbox, actions ...string) map[string]string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], actions...)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	require.NoError(t, sb.Prepare(cmd))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "guarded child: %s", stderr.String())
+	got := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndex(line, " ok")
+		if i < 0 || i+3 != len(line) {
+			i = strings.LastIndex(line, " denied")
+		}
+		if i < 0 {
+			i = strings.Index(line, " error: ")
+		}
+		require.GreaterOrEqual(t, i, 0, "unparsable child line %q", line)
+		got[line[:i]] = strings.TrimSpace(line[i+1:])
+	}
+	return got
+}
+
+func newSandbox(t *testing.T, p *policy.Policy) *landlock.Sandbox {
+	t.Helper()
+	sb, err := landlock.New(p, landlock.Options{})
+	landlockOrSkip(t, err)
+	return sb
+}
+
+// landlockOrSkip skips where the kernel has no Landlock (the fail-closed
+// tests below cover that case with an injected probe).
+func landlockOrSkip(t *testing.T, err error) {
+	t.Helper()
+	if errors.Is(err, guard.ErrKernelRefused) {
+		t.Skipf("kernel has no Landlock here: %v", err)
+	}
+	require.NoError(t, err)
+}
+
+func TestEnforcement(t *testing.T) {
+	w := newWorld(t)
+	sb := newSandbox(t, w.pol)
+	t.Logf("Landlock ABI %d; limits: %s", sb.ABI(), sb.Limits())
+
+	want := map[string]string{
+		"read:" + filepath.Join(w.readRoot, "doc.txt"):   "ok",
+		"read:" + filepath.Join(w.outside, "id_rsa"):     "denied",
+		"write:" + filepath.Join(w.writeRoot, "out.txt"): "ok",
+		"write:" + filepath.Join(w.readRoot, "out.txt"):  "denied",
+		"write:" + filepath.Join(w.outside, "stage.txt"): "denied",
+		"connect:" + w.allowed.Addr().String():           "ok",
+		"connect:" + w.denied.Addr().String():            "denied",
+		fmt.Sprintf("connect:[::1]:%d", port(w.denied)):  "denied",
+		"exec:/usr/bin/true":                             "ok",
+		"exec:/usr/bin/id":                               "denied",
+	}
+	if sb.ABI() < 4 {
+		t.Logf("ABI %d has no network rules: connects are not restricted", sb.ABI())
+		want["connect:"+w.denied.Addr().String()] = "ok"
+		delete(want, fmt.Sprintf("connect:[::1]:%d", port(w.denied)))
+	}
+	if sb.ABI() >= 6 {
+		// Landlock scopes signals to the sandbox from ABI 6 on: the guarded
+		// tree cannot signal this (unsandboxed) test process.
+		want[fmt.Sprintf("signal:%d", os.Getpid())] = "denied"
+	}
+	// Another process's environment (here the test's) is out of reach.
+	want[fmt.Sprintf("read:/proc/%d/environ", os.Getpid())] = "denied"
+
+	actions := append(keys(want), "read:/proc/self/status")
+	got := runGuarded(t, sb, append(actions, append([]string{"spawn"}, actions...)...)...)
+	for a, v := range want {
+		assert.Equal(t, v, got[a], "child: %s", a)
+		assert.Equal(t, v, got["grandchild "+a], "grandchild: %s", a)
+	}
+	// The server reads its own /proc/self; a child cannot (a documented
+	// cost of keeping other processes' /proc/PID/environ out of reach).
+	assert.Equal(t, "ok", got["read:/proc/self/status"])
+	assert.Equal(t, "denied", got["grandchild read:/proc/self/status"])
+	// The write that was allowed happened; the denied ones left nothing.
+	assert.FileExists(t, filepath.Join(w.writeRoot, "out.txt"))
+	assert.NoFileExists(t, filepath.Join(w.readRoot, "out.txt"))
+	assert.NoFileExists(t, filepath.Join(w.outside, "stage.txt"))
+}
+
+// TestUnguardedBaseline runs the same child without the sandbox: every
+// action the enforcement test expects denied succeeds here, so the denials
+// there come from Landlock and not from the test's set-up.
+func TestUnguardedBaseline(t *testing.T) {
+	w := newWorld(t)
+	cmd := exec.Command(os.Args[0],
+		"read:"+filepath.Join(w.outside, "id_rsa"),
+		"write:"+filepath.Join(w.outside, "stage.txt"),
+		"connect:"+w.denied.Addr().String(),
+		"exec:/usr/bin/id",
+		fmt.Sprintf("read:/proc/%d/environ", os.Getpid()),
+		fmt.Sprintf("signal:%d", os.Getpid()),
+	)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		assert.True(t, strings.HasSuffix(line, " ok"), "unguarded: %s", line)
+	}
+}
+
+// TestUDPNotCovered pins a documented limit: below ABI 10 Landlock does not
+// restrict UDP, so a datagram to a port the policy does not allow gets out.
+// From ABI 10 on the same send is denied.
+func TestUDPNotCovered(t *testing.T) {
+	w := newWorld(t)
+	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer sink.Close()
+	sb := newSandbox(t, w.pol)
+	got := runGuarded(t, sb, "udp:"+sink.LocalAddr().String())
+	if sb.ABI() >= 10 {
+		assert.Equal(t, "denied", got["udp:"+sink.LocalAddr().String()])
+		return
+	}
+	assert.Equal(t, "ok", got["udp:"+sink.LocalAddr().String()])
+	assert.Contains(t, sb.Limits(), "UDP not covered")
+	buf := make([]byte, 16)
+	n, _, err := sink.ReadFrom(buf)
+	require.NoError(t, err)
+	assert.Equal(t, "exfil", string(buf[:n]), "the datagram reached the sink")
+}
+
+// TestAnyPortRule: a network rule without ports cannot be expressed by
+// port, so connecting is left unrestricted, and Limits says so.
+func TestAnyPortRule(t *testing.T) {
+	w := newWorld(t)
+	w.pol.Network.Allow = []policy.NetRule{{Host: "127.0.0.2"}}
+	sb := newSandbox(t, w.pol)
+	assert.Contains(t, sb.Limits(), "TCP connect unrestricted")
+	got := runGuarded(t, sb, "connect:"+w.denied.Addr().String(), "read:"+filepath.Join(w.outside, "id_rsa"))
+	assert.Equal(t, "ok", got["connect:"+w.denied.Addr().String()])
+	assert.Equal(t, "denied", got["read:"+filepath.Join(w.outside, "id_rsa")], "filesystem rules still hold")
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// noLandlock stands in for a kernel built without Landlock.
+func noLandlock() (int, error) {
+	return 0, fmt.Errorf("landlock_create_ruleset: %w", syscall.ENOSYS)
+}
+
+func TestFailClosedWithoutLandlock(t *testing.T) {
+	for name, probe := range map[string]landlock.Probe{
+		"ENOSYS": noLandlock,
+		"ABI 0":  func() (int, error) { return 0, nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			sb, err := landlock.New(&policy.Policy{}, landlock.Options{Probe: probe})
+			require.Error(t, err)
+			assert.Nil(t, sb)
+			assert.ErrorIs(t, err, guard.ErrKernelRefused)
+			assert.Contains(t, err.Error(), "landlock unavailable")
+		})
+	}
+}
+
+// TestWrapperFailsClosed: the wrapper itself refuses to run the program
+// when it cannot enforce (here: a rule on a path that vanished), and says
+// why on stderr with exit status 126. The program would leave a marker.
+func TestWrapperFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	rules := &landlock.Rules{Paths: []landlock.PathRule{{Path: filepath.Join(dir, "gone"), Access: landlock.Read}}}
+	enc, err := rules.Encode()
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0], landlock.ExecArg, enc, "/usr/bin/touch", "touch", marker)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, landlock.WrapperExitCode, ee.ExitCode())
+	assert.Contains(t, stderr.String(), "mcpguard landlock:")
+	assert.Contains(t, stderr.String(), "gone")
+	assert.NoFileExists(t, marker)
+
+	// And in-process with a kernel without Landlock: an error, no exec.
+	err = landlock.Wrap([]string{enc, "/usr/bin/touch", "touch", marker}, noLandlock)
+	assert.ErrorIs(t, err, guard.ErrKernelRefused)
+	assert.NoFileExists(t, marker)
+}
+
+func TestPrepareRewritesCommand(t *testing.T) {
+	sb, err := landlock.New(&policy.Policy{}, landlock.Options{Wrapper: "/opt/mcpguard", Probe: func() (int, error) { return 7, nil }})
+	require.NoError(t, err)
+	cmd := exec.Command("/usr/bin/python3", "-u", "script-that-does-not-exist.py", "--ws", "/ws")
+	require.NoError(t, sb.Prepare(cmd))
+	assert.Equal(t, "/opt/mcpguard", cmd.Path)
+	require.Len(t, cmd.Args, 9)
+	assert.Equal(t, []string{"/opt/mcpguard", landlock.ExecArg}, cmd.Args[:2])
+	assert.Equal(t, []string{"/usr/bin/python3", "/usr/bin/python3", "-u", "script-that-does-not-exist.py", "--ws", "/ws"}, cmd.Args[3:])
+	r, err := landlock.Decode(cmd.Args[2])
+	require.NoError(t, err)
+	var execs []string
+	for _, p := range r.Paths {
+		if p.Access == landlock.Exec {
+			execs = append(execs, p.Path)
+		}
+	}
+	assert.Contains(t, execs, "/usr/bin/python3")
+	assert.Contains(t, execs, "/lib64/ld-linux-x86-64.so.2", "the dynamic loader runs too")
+
+	bad := exec.Command("no-such-program-anywhere")
+	assert.Error(t, sb.Prepare(bad), "a command that cannot be found is not wrapped")
+}
+
+func TestLimitsByABI(t *testing.T) {
+	for abi, want := range map[int][]string{
+		3:  {"no network rules", "UDP not covered", "MPTCP"},
+		7:  {"ports only", "UDP not covered (needs ABI 10)", "pathname unix sockets"},
+		10: {"ports only", "MPTCP"},
+	} {
+		sb, err := landlock.New(&policy.Policy{}, landlock.Options{Wrapper: "/x", Probe: func() (int, error) { return abi, nil }})
+		require.NoError(t, err)
+		for _, w := range want {
+			assert.Contains(t, sb.Limits(), w, "ABI %d", abi)
+		}
+		if abi >= 10 {
+			assert.NotContains(t, sb.Limits(), "UDP")
+		}
+		assert.Contains(t, sb.Limits(), "ABI "+strconv.Itoa(abi))
+	}
+}

@@ -1,0 +1,268 @@
+// Package landlock is an L3 backend on Landlock, for kernels that refuse
+// BPF LSM (locked-down kernels, containers without CAP_BPF, kernels booted
+// without lsm=bpf). Landlock needs no privilege and binds every child.
+//
+// The same per-server policy as the BPF backend compiles to a Landlock
+// ruleset (Compile): filesystem read, write and execute rules, TCP connect
+// and bind by port, IPC scoping. Prepare rewrites the server command to run
+// a re-exec wrapper (this binary with the hidden argument "__landlock-exec")
+// that restricts itself and then execve()s the real server, so the server is
+// under the ruleset from its first instruction and every child inherits it.
+//
+// Landlock filters network access by port only: it cannot tell 127.0.0.1
+// from 127.0.0.2. Limits lists what the running kernel leaves uncovered.
+package landlock
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/mcpguard/mcpguard/guard/policy"
+)
+
+// Access is what a path rule grants. The kernel masks are in apply.go.
+type Access string
+
+// Accesses a path rule can grant.
+const (
+	// Read grants read_file and read_dir.
+	Read Access = "read"
+	// Write grants Read plus write_file, truncate, make_{reg,dir,sym,sock,
+	// fifo}, remove_{file,dir} and refer (moving files between write
+	// roots). Never make_char or make_block: a device node in the
+	// workspace would open the raw disk.
+	Write Access = "write"
+	// Exec grants execute and read_file (the kernel opens an executable
+	// for reading too).
+	Exec Access = "exec"
+	// Device grants read_file and write_file on a device file (/dev/null).
+	Device Access = "device"
+)
+
+// PathRule grants Access to Path and everything below it.
+type PathRule struct {
+	Path   string `json:"path"`
+	Access Access `json:"access"`
+	// Optional rules are skipped when the path does not exist (runtime
+	// paths that differ between distributions). A policy root is not
+	// optional: Compile drops a missing one with a note instead.
+	Optional bool `json:"optional,omitempty"`
+	// Why says where the rule came from (policy, runtime, program), for
+	// Describe and for the operator reading a denial.
+	Why string `json:"why,omitempty"`
+}
+
+// Rules is a compiled ruleset: what the wrapper hands to the kernel. It
+// travels to the wrapper as JSON on its command line.
+type Rules struct {
+	Paths []PathRule `json:"paths"`
+	// ConnectTCP lists the TCP ports the server may connect to. When the
+	// kernel restricts UDP (ABI 10+), the same ports admit UDP sends.
+	ConnectTCP []uint16 `json:"connect_tcp,omitempty"`
+	// AnyConnect is set when a policy rule admits a host on any port:
+	// Landlock cannot express "this host, every port", so connecting is
+	// not restricted at all. Compile notes it.
+	AnyConnect bool `json:"any_connect,omitempty"`
+	// BindTCP lists the TCP ports the server may bind. The policy has no
+	// listen rules, so it is empty for stdio servers: every bind is denied.
+	BindTCP []uint16 `json:"bind_tcp,omitempty"`
+	// Notes say what Compile could not express or dropped.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Errors callers branch on.
+var (
+	// ErrBadRules is wrapped by Decode and Compile for rules that cannot
+	// be applied (relative path, unknown access, port out of range).
+	ErrBadRules = errors.New("bad landlock rules")
+)
+
+// Compile turns a policy into Landlock rules. It adds the runtime set
+// (Runtime) that every program needs to start at all, and nothing for the
+// server program itself: Prepare adds that from the command it is given.
+//
+// Tool-scoped grants (tools.NAME.read, write, exec, hosts) join the
+// server-wide ones.
+//
+//   - filesystem.read roots: Read.
+//   - filesystem.write roots: Write.
+//   - exec.allow entries: Exec on the file, plus Exec on its ELF
+//     interpreter or #! interpreter (resolved when the wrapper is prepared).
+//   - network.allow: the ports, for TCP connect. Hosts are dropped (noted):
+//     Landlock filters by port only. A rule without ports admits every port.
+//   - TCP bind: nothing is allowed.
+//
+// A root that does not exist is dropped with a note, which denies it: the
+// kernel needs an existing file to anchor a rule on.
+func Compile(p *policy.Policy, exists func(string) bool) (*Rules, error) {
+	r := &Rules{Paths: Runtime()}
+	reads, writes, execs := p.Filesystem.Read, p.Filesystem.Write, p.Exec.Allow
+	nets := p.Network.Allow
+	// A tool's own grants (operator overrides land there) are grants to the
+	// process: the kernel cannot tell which tool call an open serves.
+	for _, name := range slices.Sorted(maps.Keys(p.Tools)) {
+		t := p.Tools[name]
+		reads = append(reads, t.Read...)
+		writes = append(writes, t.Write...)
+		execs = append(execs, t.Exec...)
+		nets = append(nets, t.Hosts...)
+	}
+	for _, root := range reads {
+		if err := r.addRoot(root, Read, "policy filesystem.read", exists); err != nil {
+			return nil, err
+		}
+	}
+	for _, root := range writes {
+		if err := r.addRoot(root, Write, "policy filesystem.write", exists); err != nil {
+			return nil, err
+		}
+	}
+	for _, bin := range execs {
+		if err := r.addRoot(bin, Exec, "policy exec.allow", exists); err != nil {
+			return nil, err
+		}
+	}
+	var hosts []string
+	for _, n := range nets {
+		if len(n.Ports) == 0 {
+			r.AnyConnect = true
+			r.Notes = append(r.Notes, fmt.Sprintf("network.allow %q has no ports: Landlock filters by port only, so TCP connect is not restricted at all", n.Host))
+			continue
+		}
+		for _, port := range n.Ports {
+			if port <= 0 || port > math.MaxUint16 {
+				return nil, fmt.Errorf("%w: network.allow %q: port %d out of range", ErrBadRules, n.Host, port)
+			}
+			r.ConnectTCP = append(r.ConnectTCP, uint16(port))
+		}
+		hosts = append(hosts, n.Host)
+	}
+	if len(hosts) > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("network.allow hosts %s reduced to their ports: any host on those ports is reachable", strings.Join(hosts, ", ")))
+	}
+	slices.Sort(r.ConnectTCP)
+	r.ConnectTCP = slices.Compact(r.ConnectTCP)
+	return r, nil
+}
+
+func (r *Rules) addRoot(path string, a Access, why string, exists func(string) bool) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("%w: %s root %q is not absolute", ErrBadRules, why, path)
+	}
+	path = filepath.Clean(path)
+	if exists != nil && !exists(path) {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s root %s does not exist: denied", why, path))
+		return nil
+	}
+	r.Paths = append(r.Paths, PathRule{Path: path, Access: a, Why: why})
+	return nil
+}
+
+// Runtime is the set every guarded program gets, whatever its policy says,
+// because without it nothing starts: the dynamic loader, shared libraries,
+// interpreters' standard libraries (all under /usr on a merged-/usr system;
+// /lib, /lib64, /bin, /sbin are symlinks into it or their own directories
+// elsewhere), the loader cache and the few /etc files libc and TLS stacks
+// read, the system-wide /proc files runtimes size themselves by, /sys (CPU
+// and cgroup limits), and the harmless character devices.
+//
+// Not /proc as a whole: Landlock's ptrace scoping denies other processes'
+// /proc/PID/mem, cwd and exe, but (measured on 6.18) not their environ,
+// which would hand a server the secrets in the environment of the proxy
+// or of any other process of the same user. The wrapper adds the server's
+// own /proc/PID (what /proc/self resolves to), so a child reading its own
+// /proc/self is denied: see docs/landlock.md.
+//
+// Read is read-only: no execute right. Only the server program, its
+// interpreters and the policy's exec.allow entries are executable, so
+// /usr/bin/curl or /bin/sh stay denied unless the policy lists them.
+// Not included: /tmp, $HOME, the rest of /etc, /var, /root, /dev/shm.
+func Runtime() []PathRule {
+	var rules []PathRule
+	add := func(a Access, paths ...string) {
+		for _, p := range paths {
+			rules = append(rules, PathRule{Path: p, Access: a, Optional: true, Why: "runtime"})
+		}
+	}
+	add(Read, "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/opt")
+	add(Read,
+		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload",
+		"/etc/localtime", "/etc/timezone", "/etc/nsswitch.conf", "/etc/host.conf",
+		"/etc/hosts", "/etc/resolv.conf", "/etc/gai.conf", "/etc/protocols", "/etc/services",
+		"/etc/passwd", "/etc/group", "/etc/mime.types",
+		"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/alternatives",
+		"/etc/python3", "/etc/os-release", "/usr/lib/os-release",
+	)
+	add(Read, "/proc/meminfo", "/proc/cpuinfo", "/proc/stat", "/proc/filesystems",
+		"/proc/version", "/proc/uptime", "/proc/loadavg", "/proc/sys")
+	add(Read, "/sys")
+	add(Read, "/dev/urandom", "/dev/random")
+	add(Device, "/dev/null", "/dev/zero", "/dev/full")
+	return rules
+}
+
+// Encode returns the JSON the wrapper takes on its command line.
+func (r *Rules) Encode() (string, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("encode landlock rules: %w", err)
+	}
+	return string(b), nil
+}
+
+// Decode parses and checks the wrapper's rules argument.
+func Decode(s string) (*Rules, error) {
+	var r Rules
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRules, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the rules", ErrBadRules)
+	}
+	for _, p := range r.Paths {
+		if !filepath.IsAbs(p.Path) {
+			return nil, fmt.Errorf("%w: path %q is not absolute", ErrBadRules, p.Path)
+		}
+		if _, ok := mask(p.Access); !ok {
+			return nil, fmt.Errorf("%w: path %q: unknown access %q", ErrBadRules, p.Path, p.Access)
+		}
+	}
+	return &r, nil
+}
+
+// Describe lists the rules one per line, for docs, -v output and tests.
+func (r *Rules) Describe() string {
+	var b strings.Builder
+	for _, p := range r.Paths {
+		opt := ""
+		if p.Optional {
+			opt = " (if present)"
+		}
+		fmt.Fprintf(&b, "%-6s %s%s  [%s]\n", p.Access, p.Path, opt, p.Why)
+	}
+	switch {
+	case r.AnyConnect:
+		b.WriteString("tcp connect: any port\n")
+	case len(r.ConnectTCP) == 0:
+		b.WriteString("tcp connect: none\n")
+	default:
+		fmt.Fprintf(&b, "tcp connect: ports %v\n", r.ConnectTCP)
+	}
+	if len(r.BindTCP) == 0 {
+		b.WriteString("tcp bind: none\n")
+	} else {
+		fmt.Fprintf(&b, "tcp bind: ports %v\n", r.BindTCP)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	return b.String()
+}

@@ -1,0 +1,299 @@
+package landlock
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/policy"
+)
+
+// Options tune New. The zero value is right outside tests.
+type Options struct {
+	// Wrapper is the binary Prepare starts in place of the server. It must
+	// link this package (mcpguard does; so does any test binary that
+	// imports it). Empty means os.Executable().
+	Wrapper string
+	// Probe reports the kernel's Landlock ABI. Nil means KernelABI; tests
+	// pass a probe that stands in for a kernel without Landlock.
+	Probe Probe
+	// Note is added to Limits, e.g. why `--l3 auto` chose this backend.
+	Note string
+}
+
+// Sandbox is the Landlock guard.Sandbox. It holds the policy's compiled
+// rules; Prepare adds the server program's own and rewrites the command.
+type Sandbox struct {
+	rules   *Rules
+	abi     int
+	wrapper string
+	note    string
+}
+
+var _ guard.Sandbox = (*Sandbox)(nil)
+
+// New compiles p for the running kernel. It fails closed: a kernel without
+// Landlock gives an error wrapping guard.ErrKernelRefused that says why.
+func New(p *policy.Policy, o Options) (*Sandbox, error) {
+	probe := o.Probe
+	if probe == nil {
+		probe = KernelABI
+	}
+	abi, err := checkABI(probe)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Compile(p, exists)
+	if err != nil {
+		return nil, err
+	}
+	// What exec.allow admits must be able to start: its ELF or #!
+	// interpreters become executable too.
+	for _, pr := range r.Paths {
+		if pr.Access != Exec {
+			continue
+		}
+		chain, err := interpreters(pr.Path, os.Getenv("PATH"))
+		if err != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("exec.allow %s: %v", pr.Path, err))
+			continue
+		}
+		for _, c := range chain {
+			r.Paths = append(r.Paths, PathRule{Path: c, Access: Exec, Why: "interpreter of " + pr.Path})
+		}
+	}
+	w := o.Wrapper
+	if w == "" {
+		if w, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("landlock: find the wrapper binary: %w", err)
+		}
+	}
+	return &Sandbox{rules: r, abi: abi, wrapper: w, note: o.Note}, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// Name implements guard.Sandbox.
+func (s *Sandbox) Name() string { return "landlock" }
+
+// ABI is the running kernel's Landlock ABI version (capped at MaxABI).
+func (s *Sandbox) ABI() int { return s.abi }
+
+// Rules returns the compiled policy rules (without a program's own).
+func (s *Sandbox) Rules() *Rules { return s.rules }
+
+// Limits says in one line what this backend cannot stop on this kernel
+// with this policy. The eval table shows it beside the config's numbers.
+func (s *Sandbox) Limits() string {
+	l := limits(s.abi, s.rules)
+	if s.note != "" {
+		l += "; " + s.note
+	}
+	return l
+}
+
+// Prepare implements guard.Sandbox: it makes cmd start the wrapper, which
+// applies the rules and execve()s the server. The rules for this command
+// are the policy's plus the server program and its interpreters
+// (executable) and the directory of its script, if its first operand is
+// one (readable: `python3 -u server.py`, `node server.js`).
+func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
+	if cmd.Err != nil {
+		return fmt.Errorf("landlock prepare: %w", cmd.Err)
+	}
+	r, prog, err := s.forCommand(cmd)
+	if err != nil {
+		return err
+	}
+	enc, err := r.Encode()
+	if err != nil {
+		return err
+	}
+	args := append([]string{s.wrapper, ExecArg, enc, prog}, cmd.Args...)
+	cmd.Path = s.wrapper
+	cmd.Args = args
+	return nil
+}
+
+// forCommand returns the rules for running cmd and its program's absolute path.
+func (s *Sandbox) forCommand(cmd *exec.Cmd) (*Rules, string, error) {
+	prog := cmd.Path
+	if !filepath.IsAbs(prog) {
+		base := cmd.Dir
+		if base == "" {
+			wd, err := os.Getwd()
+			if err != nil {
+				return nil, "", fmt.Errorf("landlock prepare: %w", err)
+			}
+			base = wd
+		}
+		prog = filepath.Join(base, prog)
+	}
+	r := *s.rules
+	r.Paths = append([]PathRule(nil), s.rules.Paths...)
+	r.Paths = append(r.Paths, PathRule{Path: prog, Access: Exec, Why: "server program"})
+	chain, err := interpreters(prog, pathEnv(cmd))
+	if err != nil {
+		return nil, "", fmt.Errorf("landlock prepare: %w", err)
+	}
+	for _, c := range chain {
+		r.Paths = append(r.Paths, PathRule{Path: c, Access: Exec, Why: "interpreter of the server program"})
+	}
+	if script := scriptOperand(cmd.Args, cmd.Dir); script != "" {
+		r.Paths = append(r.Paths, PathRule{Path: filepath.Dir(script), Access: Read, Why: "server script directory"})
+	}
+	return &r, prog, nil
+}
+
+// pathEnv is the PATH the server will see, for `#!/usr/bin/env node`.
+func pathEnv(cmd *exec.Cmd) string {
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	return path
+}
+
+// scriptOperand returns the first non-flag argument after argv[0] when it
+// names a regular file: the script an interpreter runs.
+func scriptOperand(args []string, dir string) string {
+	for _, a := range args[min(1, len(args)):] {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if !filepath.IsAbs(a) {
+			if dir == "" {
+				var err error
+				if dir, err = os.Getwd(); err != nil {
+					return ""
+				}
+			}
+			a = filepath.Join(dir, a)
+		}
+		if fi, err := os.Stat(a); err == nil && fi.Mode().IsRegular() {
+			return a
+		}
+		return ""
+	}
+	return ""
+}
+
+// interpreters returns what the kernel also executes to start path: its
+// ELF interpreter (the dynamic loader), or for a #! script the named
+// interpreter and that one's own chain. The kernel opens each with the
+// execute right, so each needs an Exec rule.
+func interpreters(path, pathEnv string) ([]string, error) {
+	return interpretersDepth(path, pathEnv, 0)
+}
+
+func interpretersDepth(path, pathEnv string, depth int) ([]string, error) {
+	// The kernel gives up after a few levels of binfmt recursion too.
+	if depth > 4 {
+		return nil, fmt.Errorf("interpreter chain of %s too deep", path)
+	}
+	next, err := interpreterOf(path, pathEnv)
+	if err != nil {
+		return nil, fmt.Errorf("interpreter of %s: %w", path, err)
+	}
+	var out []string
+	for _, n := range next {
+		out = append(out, n)
+		more, err := interpretersDepth(n, pathEnv, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// interpreterOf returns the direct interpreter(s) of path: nothing for a
+// static binary, the PT_INTERP loader for a dynamic one, the #! program
+// (and, for /usr/bin/env NAME, NAME looked up in pathEnv) for a script.
+func interpreterOf(path, pathEnv string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	head := make([]byte, 256)
+	n, _ := f.Read(head)
+	head = head[:n]
+	switch {
+	case bytes.HasPrefix(head, []byte("\x7fELF")):
+		ef, err := elf.NewFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ef.Progs {
+			if p.Type != elf.PT_INTERP {
+				continue
+			}
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err != nil {
+				return nil, fmt.Errorf("read PT_INTERP: %w", err)
+			}
+			return []string{string(bytes.TrimRight(b, "\x00"))}, nil
+		}
+		return nil, nil
+	case bytes.HasPrefix(head, []byte("#!")):
+		line, _, _ := bufio.NewReader(bytes.NewReader(head[2:])).ReadLine()
+		fields := strings.Fields(string(line))
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("empty #! line")
+		}
+		out := []string{fields[0]}
+		if filepath.Base(fields[0]) == "env" {
+			for _, f := range fields[1:] {
+				if strings.HasPrefix(f, "-") || strings.Contains(f, "=") {
+					continue
+				}
+				found, err := lookPath(f, pathEnv)
+				if err != nil {
+					return nil, err
+				}
+				// env runs NAME from PATH: NAME executes too.
+				out = append(out, found)
+				break
+			}
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+// lookPath finds name in the given PATH, the one the server will have.
+func lookPath(name, pathEnv string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in PATH %q", name, pathEnv)
+}
+
+// Started implements guard.Sandbox. The domain is already on the process.
+func (s *Sandbox) Started(pid int) error { return nil }
+
+// Close implements guard.Sandbox. The kernel drops the domain with the
+// last process in it; nothing to release here.
+func (s *Sandbox) Close() error { return nil }
