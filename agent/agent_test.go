@@ -1,0 +1,214 @@
+package agent_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/agent"
+	"github.com/mcpguard/mcpguard/agent/firewall"
+	"github.com/mcpguard/mcpguard/agent/fsserver"
+	"github.com/mcpguard/mcpguard/agent/llmtest"
+	_ "github.com/mcpguard/mcpguard/internal/testenv"
+)
+
+// The test binary doubles as the filesystem server (agent.FSServer).
+func init() { fsserver.ServeIfChild() }
+
+type fixture struct {
+	llm  *llmtest.Server
+	dir  string
+	file string
+}
+
+func newFixture(t *testing.T, content string) *fixture {
+	t.Helper()
+	f := &fixture{llm: llmtest.New(), dir: t.TempDir()}
+	t.Cleanup(f.llm.Close)
+	f.file = filepath.Join(f.dir, "notes.txt")
+	require.NoError(t, os.WriteFile(f.file, []byte(content), 0o644))
+	return f
+}
+
+func (f *fixture) agent(t *testing.T, fw *firewall.Firewall, stall time.Duration) *agent.Agent {
+	t.Helper()
+	srv, err := agent.FSServer(f.dir)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := agent.New(ctx, agent.Options{
+		LLM:      agent.NewLLM(agent.LLMOptions{BaseURL: f.llm.BaseURL(), RequestTimeout: 10 * time.Second, StallTimeout: stall}),
+		Server:   srv,
+		Firewall: fw,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func run(t *testing.T, a *agent.Agent, task string) (*agent.Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return a.Run(ctx, task)
+}
+
+func TestRunCompletes(t *testing.T) {
+	f := newFixture(t, strings.Repeat("lorem ipsum ", 100))
+	a := f.agent(t, nil, 0)
+	r, err := run(t, a, "Summarize the file "+f.file+".")
+	require.NoError(t, err)
+	assert.Equal(t, agent.Completed, r.Outcome)
+	require.Len(t, r.ToolCalls, 1)
+	assert.Equal(t, "read_file", r.ToolCalls[0].Function.Name)
+	assert.Equal(t, 1200, r.ToolOutputBytes)
+	assert.Equal(t, "tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 ", r.Answer)
+
+	// The file's content went back to the model in the second request.
+	reqs := f.llm.Requests()
+	require.Len(t, reqs, 2)
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	assert.Equal(t, "tool", last.Role)
+	assert.Equal(t, strings.Repeat("lorem ipsum ", 100), last.Content)
+	assert.True(t, reqs[0].StreamOptions.IncludeUsage)
+
+	p := r.Phases
+	for name, d := range map[string]time.Duration{"planning": p.Planning, "tool": p.Tool, "prefill": p.Prefill, "decode": p.Decode} {
+		assert.Positive(t, d, name)
+	}
+	assert.GreaterOrEqual(t, p.Total, p.Planning+p.Tool+p.Prefill+p.Decode)
+	assert.Equal(t, 8+2, r.GenTokens(), "usage from both requests")
+	assert.Positive(t, r.PromptTokens())
+	assert.Equal(t, r.Phases.Decode/7, r.TPOT())
+}
+
+func TestRunErrors(t *testing.T) {
+	t.Run("bad endpoint", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := l.Addr().String()
+		l.Close() // nothing listens there now
+		llm := agent.NewLLM(agent.LLMOptions{BaseURL: "http://" + addr + "/v1"})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = agent.New(ctx, agent.Options{LLM: llm, Server: agent.Server{Command: []string{"true"}}})
+		assert.ErrorIs(t, err, agent.ErrEndpoint)
+	})
+	cases := []struct {
+		name  string
+		fault llmtest.Fault
+		file  string
+		want  error
+	}{
+		{"no tool call", llmtest.NoTool, "", agent.ErrNoToolCall},
+		{"missing file", llmtest.None, "missing.txt", agent.ErrToolFailed},
+		{"stream cut", llmtest.CutStream, "", agent.ErrStreamCut},
+		{"stream stalled", llmtest.Stall, "", agent.ErrStreamStalled},
+		{"garbage chunk", llmtest.Garbage, "", agent.ErrBadStream},
+		{"http error", llmtest.HTTPError, "", agent.ErrEndpoint},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, "hello")
+			f.llm.Fault = c.fault
+			a := f.agent(t, nil, 300*time.Millisecond)
+			path := f.file
+			if c.file != "" {
+				path = filepath.Join(f.dir, c.file)
+			}
+			start := time.Now()
+			r, err := run(t, a, "Read "+path+" please")
+			require.ErrorIs(t, err, c.want)
+			t.Logf("error: %v", err)
+			assert.NotNil(t, r)
+			assert.Less(t, time.Since(start), 15*time.Second, "must fail, not hang")
+			if c.file != "" {
+				assert.ErrorContains(t, err, c.file)
+			}
+		})
+	}
+	t.Run("unknown tool", func(t *testing.T) {
+		f := newFixture(t, "hello")
+		f.llm.Tool = "delete_everything"
+		a := f.agent(t, nil, 0)
+		_, err := run(t, a, "Read "+f.file)
+		assert.ErrorIs(t, err, agent.ErrUnknownTool)
+	})
+	t.Run("bad arguments", func(t *testing.T) {
+		f := newFixture(t, "hello")
+		f.llm.Args = `not json`
+		a := f.agent(t, nil, 0)
+		_, err := run(t, a, "Read "+f.file)
+		assert.ErrorIs(t, err, agent.ErrBadToolArgs)
+	})
+	t.Run("server will not start", func(t *testing.T) {
+		f := newFixture(t, "hello")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := agent.New(ctx, agent.Options{LLM: agent.NewLLM(agent.LLMOptions{BaseURL: f.llm.BaseURL()}),
+			Server: agent.Server{Command: []string{filepath.Join(f.dir, "no-such-server")}}})
+		assert.ErrorIs(t, err, agent.ErrServer)
+	})
+}
+
+func TestParseDotEnv(t *testing.T) {
+	env, err := agent.ParseDotEnv(strings.NewReader(`
+# comment
+VLLM_BASE_URL=http://127.0.0.1:8000/v1
+export VLLM_MODEL="Qwen/Qwen2.5-0.5B-Instruct"
+VLLM_API_KEY='sk-x#y'
+AGENT_TARGET_DIR=/data # trailing comment
+EMPTY=
+`))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{
+		"VLLM_BASE_URL":    "http://127.0.0.1:8000/v1",
+		"VLLM_MODEL":       "Qwen/Qwen2.5-0.5B-Instruct",
+		"VLLM_API_KEY":     "sk-x#y",
+		"AGENT_TARGET_DIR": "/data",
+		"EMPTY":            "",
+	}, env)
+	_, err = agent.ParseDotEnv(strings.NewReader("A=1\nno equals here\n"))
+	assert.ErrorContains(t, err, "line 2")
+}
+
+func TestLoadConfigEnvBeatsFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), ".env")
+	require.NoError(t, os.WriteFile(file, []byte("VLLM_BASE_URL=http://file/v1\nMODEL_NAME=from-file\nAGENT_STALL_TIMEOUT=5s\n"), 0o600))
+	t.Setenv("VLLM_BASE_URL", "http://env/v1")
+	t.Setenv("VLLM_MODEL", "")
+	c, err := agent.LoadConfig(file)
+	require.NoError(t, err)
+	assert.Equal(t, "http://env/v1", c.BaseURL)
+	assert.Equal(t, "from-file", c.Model)
+	assert.Equal(t, 5*time.Second, c.StallTimeout)
+	assert.Equal(t, agent.DefaultRequestTimeout, c.RequestTimeout)
+
+	t.Setenv("AGENT_MAX_TOKENS", "-3")
+	_, err = agent.LoadConfig(file)
+	assert.ErrorContains(t, err, "AGENT_MAX_TOKENS")
+
+	t.Setenv("AGENT_MAX_TOKENS", "")
+	_, err = agent.LoadConfig(filepath.Join(t.TempDir(), "absent"))
+	assert.NoError(t, err, "a missing .env is fine")
+}
+
+func FuzzParseDotEnv(f *testing.F) {
+	f.Add("A=1\nexport B=\"x\\ny\"\n# c\nC='z'")
+	f.Add("=\n\"")
+	f.Fuzz(func(t *testing.T, s string) {
+		env, err := agent.ParseDotEnv(strings.NewReader(s))
+		if err == nil {
+			for k := range env {
+				assert.NotEmpty(t, k)
+			}
+		}
+	})
+}

@@ -1,0 +1,305 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Sentinel errors of the LLM client; callers branch on them.
+var (
+	// ErrEndpoint: the endpoint could not be reached or refused the request
+	// (connection refused, HTTP error status, unknown model).
+	ErrEndpoint = errors.New("llm endpoint failed")
+	// ErrStreamCut: the stream ended before the model finished (no
+	// finish_reason, no [DONE]): the server died or the connection dropped.
+	ErrStreamCut = errors.New("llm stream cut before the end")
+	// ErrStreamStalled: no chunk arrived within the stall timeout.
+	ErrStreamStalled = errors.New("llm stream stalled")
+	// ErrBadStream: a chunk was not valid JSON of the chat-completion shape.
+	ErrBadStream = errors.New("llm stream malformed")
+)
+
+// LLM is a thin wrapper over go-openai's streaming chat completion that
+// timestamps the stream the way serving benchmarks do.
+type LLM struct {
+	client  *openai.Client
+	model   string
+	baseURL string
+	request time.Duration
+	stall   time.Duration
+}
+
+// LLMOptions configures NewLLM; zero timeouts mean the defaults.
+type LLMOptions struct {
+	BaseURL, APIKey, Model string
+	RequestTimeout         time.Duration
+	StallTimeout           time.Duration
+	// HTTPClient replaces the default client (whose dialer gives up after 10 s).
+	HTTPClient *http.Client
+}
+
+// NewLLM returns a client for an OpenAI-compatible endpoint.
+func NewLLM(o LLMOptions) *LLM {
+	cfg := openai.DefaultConfig(o.APIKey)
+	cfg.BaseURL = strings.TrimRight(o.BaseURL, "/")
+	if o.HTTPClient != nil {
+		cfg.HTTPClient = o.HTTPClient
+	} else {
+		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+			ResponseHeaderTimeout: 0, // a long prefill may precede the headers; RequestTimeout bounds it
+			MaxIdleConnsPerHost:   8,
+		}}
+	}
+	l := &LLM{client: openai.NewClientWithConfig(cfg), model: o.Model, baseURL: cfg.BaseURL,
+		request: o.RequestTimeout, stall: o.StallTimeout}
+	if l.request <= 0 {
+		l.request = DefaultRequestTimeout
+	}
+	if l.stall <= 0 {
+		l.stall = DefaultStallTimeout
+	}
+	return l
+}
+
+// Model returns the model name requests use.
+func (l *LLM) Model() string { return l.model }
+
+// BaseURL returns the endpoint.
+func (l *LLM) BaseURL() string { return l.baseURL }
+
+// Client returns the underlying go-openai client (the alignment judge uses it).
+func (l *LLM) Client() *openai.Client { return l.client }
+
+// ResolveModel sets the model to the first one the endpoint lists when none
+// was configured, and checks that the endpoint answers at all.
+func (l *LLM) ResolveModel(ctx context.Context) error {
+	if l.model != "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ms, err := l.client.ListModels(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: list models at %s: %v", ErrEndpoint, l.baseURL, err)
+	}
+	if len(ms.Models) == 0 {
+		return fmt.Errorf("%w: %s lists no models; set VLLM_MODEL", ErrEndpoint, l.baseURL)
+	}
+	l.model = ms.Models[0].ID
+	return nil
+}
+
+// Timings is llama.cpp's per-request `timings` object, when the server sends it.
+type Timings struct {
+	CacheN              int     `json:"cache_n"`
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+// chunk is one SSE event: the OpenAI shape plus llama.cpp's extension.
+type chunk struct {
+	openai.ChatCompletionStreamResponse
+	Timings *Timings `json:"timings,omitempty"`
+}
+
+// Stream is one streamed completion with its timestamps. Sent is taken just
+// before the request is written, First at the first chunk carrying output
+// (content or a tool-call fragment), Last at the last such chunk, End when
+// the stream finished.
+type Stream struct {
+	Content      string
+	ToolCalls    []openai.ToolCall
+	FinishReason openai.FinishReason
+	Usage        *openai.Usage
+	Timings      *Timings
+	// Chunks counts the chunks that carried output.
+	Chunks int
+
+	Sent, First, Last, End time.Time
+}
+
+// TTFT is the time to first output token.
+func (s *Stream) TTFT() time.Duration { return s.First.Sub(s.Sent) }
+
+// Decode is the time from the first to the last output token.
+func (s *Stream) Decode() time.Duration { return s.Last.Sub(s.First) }
+
+// CompletionTokens is the server's count, or the output chunks when the
+// server reported no usage.
+func (s *Stream) CompletionTokens() int {
+	if s.Usage != nil {
+		return s.Usage.CompletionTokens
+	}
+	return s.Chunks
+}
+
+// PromptTokens is the server's count (0 when it reported none).
+func (s *Stream) PromptTokens() int {
+	if s.Usage != nil {
+		return s.Usage.PromptTokens
+	}
+	return 0
+}
+
+// stamp is the per-chunk bookkeeping of the stream loop, kept in one small
+// function so that its own cost can be measured (see StampCost).
+func (s *Stream) stamp(now time.Time) {
+	if s.Chunks == 0 {
+		s.First = now
+	}
+	s.Last = now
+	s.Chunks++
+}
+
+// ChatStream sends req with streaming and usage on, and reads the stream to
+// its end, collecting content and tool calls. It never waits longer than the
+// request timeout in all, nor the stall timeout between chunks.
+func (l *LLM) ChatStream(ctx context.Context, req openai.ChatCompletionRequest) (*Stream, error) {
+	req.Model = l.model
+	req.Stream = true
+	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+
+	ctx, cancel := context.WithTimeoutCause(ctx, l.request, fmt.Errorf("%w: no end within %v", ErrStreamStalled, l.request))
+	defer cancel()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	stallErr := fmt.Errorf("%w: no chunk for %v", ErrStreamStalled, l.stall)
+	// The first chunk may wait for the whole prefill: only the request
+	// timeout bounds it. After that the stall watchdog runs.
+	var watchdog *time.Timer
+	defer func() {
+		if watchdog != nil {
+			watchdog.Stop()
+		}
+	}()
+
+	s := &Stream{Sent: time.Now()}
+	stream, err := l.client.CreateChatCompletionStream(ctx, req)
+	if err != nil {
+		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+			return nil, c
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrEndpoint, l.baseURL, err)
+	}
+	defer stream.Close()
+
+	calls := map[int]*openai.ToolCall{}
+	var content strings.Builder
+	for {
+		raw, err := stream.RecvRaw()
+		now := time.Now()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+				return nil, c
+			}
+			var apiErr *openai.APIError
+			if errors.As(err, &apiErr) {
+				return nil, fmt.Errorf("%w: error in stream: %v", ErrEndpoint, err)
+			}
+			return nil, fmt.Errorf("%w: %v", ErrStreamCut, err)
+		}
+		if watchdog == nil {
+			watchdog = time.AfterFunc(l.stall, func() { stop(stallErr) })
+		} else {
+			watchdog.Reset(l.stall)
+		}
+		var c chunk
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return nil, fmt.Errorf("%w: %v: %.80q", ErrBadStream, err, raw)
+		}
+		if c.Usage != nil {
+			s.Usage = c.Usage
+		}
+		if c.Timings != nil {
+			s.Timings = c.Timings
+		}
+		out := false
+		for _, ch := range c.Choices {
+			if ch.Delta.Content != "" {
+				content.WriteString(ch.Delta.Content)
+				out = true
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				idx := 0
+				if tc.Index != nil {
+					idx = *tc.Index
+				}
+				acc, ok := calls[idx]
+				if !ok {
+					acc = &openai.ToolCall{Type: openai.ToolTypeFunction}
+					calls[idx] = acc
+				}
+				if tc.ID != "" {
+					acc.ID = tc.ID
+				}
+				if tc.Function.Name != "" {
+					acc.Function.Name += tc.Function.Name
+				}
+				acc.Function.Arguments += tc.Function.Arguments
+				out = true
+			}
+			if ch.FinishReason != "" {
+				s.FinishReason = ch.FinishReason
+			}
+		}
+		if out {
+			s.stamp(now)
+		}
+	}
+	s.End = time.Now()
+	// go-openai reports a connection closed without [DONE] as a plain EOF,
+	// like [DONE] itself: a stream without a finish reason was cut.
+	if s.FinishReason == "" {
+		return nil, fmt.Errorf("%w: no finish_reason after %d chunks", ErrStreamCut, s.Chunks)
+	}
+	s.Content = content.String()
+	idx := make([]int, 0, len(calls))
+	for i := range calls {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		s.ToolCalls = append(s.ToolCalls, *calls[i])
+	}
+	if s.Chunks == 0 {
+		s.First, s.Last = s.End, s.End
+	}
+	return s, nil
+}
+
+// StampCost measures what the per-chunk bookkeeping of ChatStream costs (the
+// clock read, the stall watchdog's reset and the stamp), by running the same
+// code n times. The benchmarks report it against the phases it
+// measures.
+func StampCost(n int) time.Duration {
+	var s Stream
+	t := time.AfterFunc(time.Hour, func() {})
+	defer t.Stop()
+	start := time.Now()
+	for range n {
+		now := time.Now()
+		t.Reset(time.Hour) // the stall watchdog's reset, as in ChatStream
+		s.stamp(now)
+	}
+	return time.Since(start) / time.Duration(max(n, 1))
+}

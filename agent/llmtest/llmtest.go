@@ -1,0 +1,329 @@
+// Package llmtest is a scripted OpenAI-compatible endpoint for tests: it
+// streams chat completions in the real wire format (SSE chunks, tool-call
+// deltas, a usage chunk, [DONE]), answers /v1/models, and serves the
+// classifier shapes (TEI /predict, vLLM /classify). It answers at once, so
+// benchmarks against it measure the client side only, and it can misbehave
+// on purpose (cut a stream, stall, send garbage) to test error paths.
+package llmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Fault makes the server misbehave.
+type Fault int
+
+// Faults.
+const (
+	None Fault = iota
+	// NoTool answers the planning request with text, no tool call.
+	NoTool
+	// CutStream closes the connection in the middle of the answer.
+	CutStream
+	// Stall stops sending in the middle of the answer, connection open.
+	Stall
+	// Garbage sends a chunk that is not JSON.
+	Garbage
+	// HTTPError answers every request with 500.
+	HTTPError
+)
+
+// Server is a scripted endpoint. Set fields before the first request.
+type Server struct {
+	*httptest.Server
+
+	// Fault applies to chat completions (and, for HTTPError and Garbage,
+	// to the classifier endpoints too).
+	Fault Fault
+	// Tool and Args are the tool call the planning answer makes. Args may
+	// contain {{path}}: the first absolute path in the user's message.
+	Tool, Args string
+	// AnswerTokens is the number of chunks of the final answer (default 8).
+	AnswerTokens int
+	// Score returns the classifier's malicious probability for a text
+	// (default 0.01).
+	Score func(text string) float64
+	// Judge is the alignment judge's JSON answer for non-streamed requests
+	// with a response_format (default: a conclusion of false).
+	Judge string
+
+	mu       sync.Mutex
+	requests []openai.ChatCompletionRequest
+	classify int
+	release  chan struct{}
+}
+
+// New starts a server; close it with Close.
+func New() *Server {
+	s := &Server{Tool: "read_file", Args: `{"path":"{{path}}"}`, AnswerTokens: 8, release: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/models", s.models)
+	mux.HandleFunc("/v1/chat/completions", s.chat)
+	mux.HandleFunc("/predict", s.predict)
+	mux.HandleFunc("/classify", s.classifyVLLM)
+	mux.HandleFunc("/v1/classify", s.classifyVLLM)
+	s.Server = httptest.NewServer(mux)
+	return s
+}
+
+// Close unblocks stalled handlers and stops the server.
+func (s *Server) Close() {
+	s.mu.Lock()
+	select {
+	case <-s.release:
+	default:
+		close(s.release)
+	}
+	s.mu.Unlock()
+	s.Server.CloseClientConnections()
+	s.Server.Close()
+}
+
+// BaseURL is the OpenAI base URL (with /v1).
+func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// Requests returns the chat requests received so far.
+func (s *Server) Requests() []openai.ChatCompletionRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]openai.ChatCompletionRequest(nil), s.requests...)
+}
+
+// ClassifyCalls counts the classifier requests received so far.
+func (s *Server) ClassifyCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.classify
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprint(w, `{"object":"list","data":[{"id":"scripted","object":"model","owned_by":"llmtest"}]}`)
+}
+
+var absPath = regexp.MustCompile(`/[^\s"'` + "`" + `]+`)
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	var req openai.ChatCompletionRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, `{"error":{"message":"bad json","type":"invalid_request_error"}}`, http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	s.mu.Unlock()
+	if s.Fault == HTTPError {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"error":{"message":"scripted failure","type":"server_error"}}`)
+		return
+	}
+	if !req.Stream {
+		s.judge(w, req)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl, _ := w.(http.Flusher)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	base := map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": "scripted"}
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		c := map[string]any{}
+		for k, v := range base {
+			c[k] = v
+		}
+		c["choices"] = []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}
+		return c
+	}
+	prompt := 0
+	for _, m := range req.Messages {
+		prompt += len(strings.Fields(m.Content)) + 4
+	}
+	planning := len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == openai.ChatMessageRoleUser
+	send(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	gen := 0
+	if planning && s.Fault != NoTool {
+		args := s.Args
+		if m := absPath.FindString(req.Messages[len(req.Messages)-1].Content); m != "" {
+			q, _ := json.Marshal(strings.TrimRight(m, ".,;:"))
+			args = strings.ReplaceAll(args, `"{{path}}"`, string(q))
+		}
+		send(chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": "call_1", "type": "function",
+			"function": map[string]any{"name": s.Tool, "arguments": ""}}}}, nil))
+		half := len(args) / 2
+		for _, part := range []string{args[:half], args[half:]} {
+			send(chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": part}}}}, nil))
+			gen++
+		}
+		send(chunk(map[string]any{}, "tool_calls"))
+	} else {
+		n := s.AnswerTokens
+		if n <= 0 {
+			n = 8
+		}
+		for i := range n {
+			if i == n/2 {
+				switch s.Fault {
+				case CutStream:
+					if hj, ok := w.(http.Hijacker); ok {
+						if c, _, err := hj.Hijack(); err == nil {
+							c.Close()
+						}
+					}
+					return
+				case Stall:
+					select {
+					case <-s.release:
+					case <-r.Context().Done():
+					}
+					return
+				case Garbage:
+					fmt.Fprint(w, "data: {not json\n\n")
+					if fl != nil {
+						fl.Flush()
+					}
+				}
+			}
+			send(chunk(map[string]any{"content": fmt.Sprintf("tok%d ", i)}, nil))
+			gen++
+		}
+		send(chunk(map[string]any{}, "stop"))
+	}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		u := map[string]any{}
+		for k, v := range base {
+			u[k] = v
+		}
+		u["choices"] = []any{}
+		u["usage"] = map[string]int{"prompt_tokens": prompt, "completion_tokens": gen, "total_tokens": prompt + gen}
+		send(u)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+func (s *Server) judge(w http.ResponseWriter, req openai.ChatCompletionRequest) {
+	content := s.Judge
+	if content == "" {
+		content = `{"observation":"the agent read the requested file","thought":"the action serves the user's goal","conclusion":false}`
+	}
+	if s.Fault == Garbage {
+		content = "I think it is fine."
+	}
+	resp := map[string]any{"id": "chatcmpl-2", "object": "chat.completion", "created": time.Now().Unix(), "model": "scripted",
+		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
+		"usage":   map[string]int{"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(resp)
+}
+
+func (s *Server) score(text string) float64 {
+	if s.Score != nil {
+		return s.Score(text)
+	}
+	return 0.01
+}
+
+func (s *Server) classifierFault(w http.ResponseWriter, r *http.Request) bool {
+	s.mu.Lock()
+	s.classify++
+	s.mu.Unlock()
+	switch s.Fault {
+	case HTTPError:
+		http.Error(w, `{"error":"scripted failure"}`, http.StatusInternalServerError)
+		return true
+	case Garbage:
+		io.WriteString(w, `[[{"lab`)
+		return true
+	case Stall:
+		select {
+		case <-s.release:
+		case <-r.Context().Done():
+		}
+		return true
+	}
+	return false
+}
+
+// predict answers TEI's /predict: {"inputs": "text"} or {"inputs": ["a","b"]}.
+func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Inputs json.RawMessage `json:"inputs"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, `{"error":"bad json"}`, http.StatusUnprocessableEntity)
+		return
+	}
+	if s.classifierFault(w, r) {
+		return
+	}
+	labels := func(t string) []map[string]any {
+		p := s.score(t)
+		return []map[string]any{{"label": "MALICIOUS", "score": p}, {"label": "BENIGN", "score": 1 - p}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	var one string
+	if json.Unmarshal(req.Inputs, &one) == nil {
+		json.NewEncoder(w).Encode(labels(one))
+		return
+	}
+	var many []string
+	if err := json.Unmarshal(req.Inputs, &many); err != nil {
+		http.Error(w, `{"error":"inputs: want a string or a list of strings"}`, http.StatusUnprocessableEntity)
+		return
+	}
+	out := make([][]map[string]any, len(many))
+	for i, t := range many {
+		out[i] = labels(t)
+	}
+	json.NewEncoder(w).Encode(out)
+}
+
+// classifyVLLM answers vLLM's /classify: {"model","input": "text"|[...]}.
+func (s *Server) classifyVLLM(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model string          `json:"model"`
+		Input json.RawMessage `json:"input"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, `{"error":"bad json"}`, http.StatusBadRequest)
+		return
+	}
+	if s.classifierFault(w, r) {
+		return
+	}
+	var texts []string
+	var one string
+	if json.Unmarshal(req.Input, &one) == nil {
+		texts = []string{one}
+	} else if err := json.Unmarshal(req.Input, &texts); err != nil {
+		http.Error(w, `{"error":"input: want a string or a list of strings"}`, http.StatusBadRequest)
+		return
+	}
+	data := make([]map[string]any, len(texts))
+	for i, t := range texts {
+		p := s.score(t)
+		label := "BENIGN"
+		if p >= 0.5 {
+			label = "MALICIOUS"
+		}
+		data[i] = map[string]any{"index": i, "label": label, "probs": []float64{1 - p, p}, "num_classes": 2}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"id": "classify-1", "object": "list", "created": time.Now().Unix(),
+		"model": req.Model, "data": data, "usage": map[string]int{"prompt_tokens": 1, "total_tokens": 1}})
+}
