@@ -10,6 +10,11 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
+// ProtocolVersion is what Open asks for: 2025-11-25, the newest version
+// that still has server-to-client requests (sampling, roots), which most
+// deployed servers speak.
+const ProtocolVersion = mcp.ProtocolVersion20251125
+
 // Session is an MCP client session with a server behind an in-process
 // proxy. Close ends it the way a client closing stdio would, and waits for
 // the server to be gone.
@@ -35,13 +40,15 @@ func Open(ctx context.Context, p *Proxy, opts ...client.ClientOption) (*Session,
 		s.served <- err
 	}()
 	c := client.NewClient(transport.NewIO(pr, cw, nil), opts...)
-	if err := c.Start(ctx); err != nil {
+	// The transport keeps Start's context for the server-to-client requests
+	// it answers for the whole session, so it must outlive ctx.
+	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
 		cw.Close()
 		return nil, fmt.Errorf("start client: %w", err)
 	}
 	s.Client = c
 	init, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ProtocolVersion: mcp.LATEST_PROTOCOL_VERSION,
+		ProtocolVersion: ProtocolVersion,
 		ClientInfo:      mcp.Implementation{Name: "mcpguard", Version: "dev"},
 	}})
 	if err != nil {

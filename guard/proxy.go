@@ -529,6 +529,9 @@ func (s *session) readServer(stdout io.Reader) {
 			// Not forwarded: the client would fail on it. A response we can
 			// attribute still gets an answer, so the request is not lost.
 			s.logf("server sent an invalid message (%v): %.200q", err, line)
+			if h.ID == nil {
+				h.ID = jsonrpc.PeekID(line)
+			}
 			s.failPending(h.ID, jsonrpc.CodeInternalError, "mcpguard: server sent an invalid response: "+err.Error())
 			continue
 		}

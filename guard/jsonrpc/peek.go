@@ -45,7 +45,10 @@ func Peek(line []byte) (Header, error) {
 	}
 	var h header
 	if err := json.Unmarshal(b, &h); err != nil {
-		return Header{ID: PeekID(b)}, err
+		// JSON-RPC: when the id cannot be read reliably, the error goes to
+		// id null. (The proxy still uses PeekID to attribute a broken
+		// response from the server to the request waiting for it.)
+		return Header{}, err
 	}
 	out := Header{ID: h.ID, Method: h.Method}
 	// Validate UTF-8 after decoding: encoding/json would silently replace

@@ -372,6 +372,38 @@ func TestPrepareRewritesCommand(t *testing.T) {
 	assert.Contains(t, execs, "/usr/bin/python3")
 	assert.Contains(t, execs, "/lib64/ld-linux-x86-64.so.2", "the dynamic loader runs too")
 
+	// An interpreter's script: its directory and that one's parent (a
+	// shared ../lib) become readable, unless that would expose $HOME.
+	base := t.TempDir()
+	script := filepath.Join(base, "servers", "notes", "server.py")
+	require.NoError(t, os.MkdirAll(filepath.Dir(script), 0o755))
+	require.NoError(t, os.WriteFile(script, []byte("print(1)\n"), 0o644))
+	for _, tc := range []struct {
+		home string
+		want []string
+	}{
+		{"/nonexistent-home", []string{filepath.Dir(script), filepath.Join(base, "servers")}},
+		{filepath.Join(base, "servers"), []string{filepath.Dir(script)}},
+		{filepath.Dir(script), nil},
+	} {
+		cmd := exec.Command("/usr/bin/python3", "-u", script)
+		cmd.Env = []string{"HOME=" + tc.home, "PATH=/usr/bin"}
+		require.NoError(t, sb.Prepare(cmd))
+		r, err := landlock.Decode(cmd.Args[2])
+		require.NoError(t, err)
+		var code []string
+		for _, p := range r.Paths {
+			if p.Why == "server code directory" {
+				code = append(code, p.Path)
+			}
+		}
+		assert.Equal(t, tc.want, code, "HOME=%s", tc.home)
+	}
+	// A compiled server gets no code directory: its flags are not scripts.
+	cmd = exec.Command("/usr/bin/true", "--ws", script)
+	require.NoError(t, sb.Prepare(cmd))
+	assert.NotContains(t, cmd.Args[2], "server code directory")
+
 	bad := exec.Command("no-such-program-anywhere")
 	assert.Error(t, sb.Prepare(bad), "a command that cannot be found is not wrapped")
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/mcpguard/mcpguard/guard"
@@ -104,8 +105,7 @@ func (s *Sandbox) Limits() string {
 // Prepare implements guard.Sandbox: it makes cmd start the wrapper, which
 // applies the rules and execve()s the server. The rules for this command
 // are the policy's plus the server program and its interpreters
-// (executable) and the directory of its script, if its first operand is
-// one (readable: `python3 -u server.py`, `node server.js`).
+// (executable) and its code directory (readable, see codeFile).
 func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 	if cmd.Err != nil {
 		return fmt.Errorf("landlock prepare: %w", cmd.Err)
@@ -148,25 +148,72 @@ func (s *Sandbox) forCommand(cmd *exec.Cmd) (*Rules, string, error) {
 	for _, c := range chain {
 		r.Paths = append(r.Paths, PathRule{Path: c, Access: Exec, Why: "interpreter of the server program"})
 	}
-	if script := scriptOperand(cmd.Args, cmd.Dir); script != "" {
-		r.Paths = append(r.Paths, PathRule{Path: filepath.Dir(script), Access: Read, Why: "server script directory"})
+	if code := codeFile(prog, cmd.Args, cmd.Dir); code != "" {
+		home := envValue(cmd, "HOME")
+		for _, d := range []string{filepath.Dir(code), filepath.Dir(filepath.Dir(code))} {
+			if d == "/" || (home != "" && within(home, d)) {
+				r.Notes = append(r.Notes, fmt.Sprintf("server code directory %s not granted: it holds $HOME", d))
+				break
+			}
+			r.Paths = append(r.Paths, PathRule{Path: d, Access: Read, Why: "server code directory"})
+		}
 	}
 	return &r, prog, nil
 }
 
+// interpreterName matches the programs whose first operand is the code
+// they run.
+var interpreterName = regexp.MustCompile(`^(python[0-9.]*|pypy[0-9.]*|node|nodejs|deno|bun|ruby|perl|php|bash|sh|dash)$`)
+
+// codeFile is the server's own code when it is not the program itself: the
+// script an interpreter runs (`python3 -u server.py`, `node server.js`), or
+// the program when it is a #! script. Its directory and that directory's
+// parent become readable: sibling modules, a shared ../lib, a package's
+// node_modules one level up.
+func codeFile(prog string, args []string, dir string) string {
+	if isScript(prog) {
+		return prog
+	}
+	if !interpreterName.MatchString(filepath.Base(prog)) {
+		return ""
+	}
+	return scriptOperand(args, dir)
+}
+
+func isScript(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, 2)
+	n, _ := f.Read(b)
+	return n == 2 && string(b) == "#!"
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // pathEnv is the PATH the server will see, for `#!/usr/bin/env node`.
-func pathEnv(cmd *exec.Cmd) string {
+func pathEnv(cmd *exec.Cmd) string { return envValue(cmd, "PATH") }
+
+// envValue is the value of name in the server's environment (the last
+// one wins, as in exec.Cmd).
+func envValue(cmd *exec.Cmd, name string) string {
 	env := cmd.Env
 	if env == nil {
 		env = os.Environ()
 	}
-	path := ""
+	val := ""
 	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			val = v
 		}
 	}
-	return path
+	return val
 }
 
 // scriptOperand returns the first non-flag argument after argv[0] when it

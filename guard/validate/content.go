@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"bytes"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -17,45 +18,54 @@ type pattern struct {
 	kind string
 	re   *regexp.Regexp
 	// anchors: at least one must occur (ASCII, case-insensitively) before
-	// the regexp runs; a cheap filter that keeps benign calls fast.
-	anchors []string
+	// the regexp runs; a cheap filter that keeps benign calls fast. They
+	// are stored lower-cased.
+	anchors [][]byte
+}
+
+func mk(kind string, re *regexp.Regexp, anchors ...string) pattern {
+	p := pattern{kind: kind, re: re}
+	for _, a := range anchors {
+		p.anchors = append(p.anchors, []byte(strings.ToLower(a)))
+	}
+	return p
 }
 
 // The patterns are read-only after package init.
 var (
 	// Strong secret shapes: a match is a secret whatever surrounds it.
 	strongSecrets = []pattern{
-		{"private_key", regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?s:.*?)(-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\z)`), []string{"PRIVATE KEY"}},
-		{"aws_access_key", regexp.MustCompile(`\b(AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b`), []string{"AKIA", "ASIA", "AGPA", "AIDA", "AROA"}},
-		{"aws_secret_key", regexp.MustCompile(`(?i)aws_?secret_?access_?key["']?\s*[:=]\s*["']?[A-Za-z0-9/+]{40}`), []string{"secret"}},
-		{"github_token", regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})`), []string{"gh", "github_pat_"}},
-		{"api_key", regexp.MustCompile(`\bsk-(proj-|ant-|live-)?[A-Za-z0-9_-]{20,}`), []string{"sk-"}},
-		{"slack_token", regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), []string{"xox"}},
-		{"jwt", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}`), []string{"eyJ"}},
+		mk("private_key", regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?s:.*?)(-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\z)`), "PRIVATE KEY"),
+		mk("aws_access_key", regexp.MustCompile(`\b(AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b`), "AKIA", "ASIA", "AGPA", "AIDA", "AROA"),
+		mk("aws_secret_key", regexp.MustCompile(`(?i)aws_?secret_?access_?key["']?\s*[:=]\s*["']?[A-Za-z0-9/+]{40}`), "secret"),
+		mk("github_token", regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})`), "gh", "github_pat_"),
+		mk("api_key", regexp.MustCompile(`\bsk-(proj-|ant-|live-)?[A-Za-z0-9_-]{20,}`), "sk-"),
+		mk("slack_token", regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), "xox"),
+		mk("jwt", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}`), "eyJ"),
 	}
 	// Credential assignments as found in .env files, shell profiles and
 	// config files: NAME=value where NAME says secret. Used for redaction of
 	// responses (the value is replaced, the name kept).
-	assignedSecret = pattern{"credential_assignment",
+	assignedSecret = mk("credential_assignment",
 		regexp.MustCompile(`(?im)\b([A-Z0-9_]*(SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)[A-Z0-9_]*)(["']?\s*[:=]\s*["']?)([^\s"',;]{6,})`),
-		[]string{"secret", "token", "passw", "api_key", "apikey", "access_key", "accesskey", "private_key", "credential"}}
+		"secret", "token", "passw", "api_key", "apikey", "access_key", "accesskey", "private_key", "credential")
 
 	envRefs = []pattern{
-		{"env_var", regexp.MustCompile(`\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%`), []string{"$", "%"}},
-		{"proc_environ", regexp.MustCompile(`(?i)/proc/(self|thread-self|[0-9]+)(/task/[0-9]+)?/environ`), []string{"environ"}},
+		mk("env_var", regexp.MustCompile(`\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%`), "$", "%"),
+		mk("proc_environ", regexp.MustCompile(`(?i)/proc/(self|thread-self|[0-9]+)(/task/[0-9]+)?/environ`), "environ"),
 	}
 
 	injections = []pattern{
-		{"ignore_instructions", regexp.MustCompile(`(?i)\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+|my\s+)?(previous|prior|above|earlier|preceding|original|system)\s+(instructions|directions|prompts?|rules|guidelines|context)`), []string{"ignore", "disregard", "forget", "override"}},
-		{"role_tag", regexp.MustCompile(`(?i)<\s*/?\s*(important|system|instructions?|admin|assistant|im_start|im_end)\s*>|<\|im_(start|end)\|>|\[/?(INST|SYSTEM)\]`), []string{"important", "system", "instruction", "admin", "assistant", "im_start", "im_end", "inst]"}},
-		{"conceal_from_user", regexp.MustCompile(`(?i)\b(do\s+not|don't|never)\s+(tell|inform|mention|reveal|show|notify)\s+(this\s+|it\s+)?(to\s+)?(the\s+)?user`), []string{"user"}},
-		{"new_instructions", regexp.MustCompile(`(?i)\b(new|updated|real)\s+(system\s+)?instructions\s*:|\byou\s+are\s+now\s+(a|an|in)\b|\bsystem\s+prompt\s*:`), []string{"instructions", "you are now", "system prompt"}},
+		mk("ignore_instructions", regexp.MustCompile(`(?i)\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+|my\s+)?(previous|prior|above|earlier|preceding|original|system)\s+(instructions|directions|prompts?|rules|guidelines|context)`), "ignore", "disregard", "forget", "override"),
+		mk("role_tag", regexp.MustCompile(`(?i)<\s*/?\s*(important|system|instructions?|admin|assistant|im_start|im_end)\s*>|<\|im_(start|end)\|>|\[/?(INST|SYSTEM)\]`), "important", "system", "instruction", "admin", "assistant", "im_start", "im_end", "inst]"),
+		mk("conceal_from_user", regexp.MustCompile(`(?i)\b(do\s+not|don't|never)\s+(tell|inform|mention|reveal|show|notify)\s+(this\s+|it\s+)?(to\s+)?(the\s+)?user`), "user"),
+		mk("new_instructions", regexp.MustCompile(`(?i)\b(new|updated|real)\s+(system\s+)?instructions\s*:|\byou\s+are\s+now\s+(a|an|in)\b|\bsystem\s+prompt\s*:`), "instructions", "you are now", "system prompt"),
 	}
 	// In tool descriptions a reference to credential files is itself a
 	// poisoning sign: a description has no business pointing an agent at
 	// ~/.ssh or .env files.
 	descriptionOnly = []pattern{
-		{"credential_path", regexp.MustCompile(`(?i)(~|\$HOME|/home/[^/\s]+|/root)/\.(ssh|aws|gnupg|netrc|env)\b|\bid_(rsa|ed25519|ecdsa|dsa)\b|/etc/(passwd|shadow)\b|\bmcp\.json\b|\.env\b`), []string{"ssh", "aws", "gnupg", "netrc", ".env", "id_", "/etc/", "mcp.json"}},
+		mk("credential_path", regexp.MustCompile(`(?i)(~|\$HOME|/home/[^/\s]+|/root)/\.(ssh|aws|gnupg|netrc|env)\b|\bid_(rsa|ed25519|ecdsa|dsa)\b|/etc/(passwd|shadow)\b|\bmcp\.json\b|\.env\b`), "ssh", "aws", "gnupg", "netrc", ".env", "id_", "/etc/", "mcp.json"),
 	}
 )
 
@@ -213,40 +223,30 @@ func isASCII(s string) bool {
 	return true
 }
 
-// anyFold reports whether s contains any of subs, ASCII case-insensitively.
-func anyFold(s string, subs []string) bool {
-	for _, sub := range subs {
-		if containsFold(s, sub) {
+// anyFold reports whether s contains any of the lower-cased anchors, ASCII
+// case-insensitively. s is lower-cased once, on the stack when it is short.
+func anyFold(s string, anchors [][]byte) bool {
+	var arr [512]byte
+	low := appendLower(arr[:0], s)
+	return anyAnchor(low, anchors)
+}
+
+func anyAnchor(low []byte, anchors [][]byte) bool {
+	for _, a := range anchors {
+		if bytes.Contains(low, a) {
 			return true
 		}
 	}
 	return false
 }
 
-func containsFold(s, sub string) bool {
-	n := len(sub)
-	if n == 0 {
-		return true
-	}
-	first := lower(sub[0])
-	for i := 0; i+n <= len(s); i++ {
-		if lower(s[i]) != first {
-			continue
+func appendLower(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
 		}
-		j := 1
-		for j < n && lower(s[i+j]) == lower(sub[j]) {
-			j++
-		}
-		if j == n {
-			return true
-		}
+		dst = append(dst, c)
 	}
-	return false
-}
-
-func lower(c byte) byte {
-	if c >= 'A' && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
+	return dst
 }

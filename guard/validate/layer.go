@@ -230,15 +230,16 @@ func suspicious(raw []byte) bool {
 	if bytes.Contains(raw, []byte(`\u`)) {
 		return true
 	}
-	s := string(raw) // no copy escapes: used only for scanning below
-	for _, ps := range [][]pattern{strongSecrets, injections} {
+	var arr [1024]byte
+	low := appendLower(arr[:0], string(raw))
+	for _, ps := range [][]pattern{strongSecrets, injections, {assignedSecret, urlCredentials}} {
 		for i := range ps {
-			if anyFold(s, ps[i].anchors) {
+			if anyAnchor(low, ps[i].anchors) {
 				return true
 			}
 		}
 	}
-	return anyFold(s, assignedSecret.anchors)
+	return false
 }
 
 // sanitize checks a tool result: prompt injection denies it; secrets are

@@ -1,0 +1,455 @@
+package guard_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/jsonrpc"
+)
+
+// rawConn drives a proxy with hand-written JSON-RPC lines.
+type rawConn struct {
+	t      *testing.T
+	in     *io.PipeWriter
+	lines  chan []byte
+	served chan error
+	stderr *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startRaw(t *testing.T, mode string, layers ...guard.Middleware) *rawConn {
+	t.Helper()
+	argv, env := serverCmd(t, mode)
+	return startProxy(t, &guard.Proxy{Command: argv, Env: env, Layers: layers, Grace: 200 * time.Millisecond})
+}
+
+func startProxy(t *testing.T, p *guard.Proxy) *rawConn {
+	t.Helper()
+	cr, cw := io.Pipe()
+	pr, pw := io.Pipe()
+	c := &rawConn{t: t, in: cw, lines: make(chan []byte, 1024), served: make(chan error, 1), stderr: &syncBuffer{}}
+	if p.Stderr == nil {
+		p.Stderr = c.stderr
+	}
+	go func() {
+		err := p.Serve(context.Background(), cr, pw)
+		pw.Close()
+		c.served <- err
+	}()
+	go func() {
+		r := jsonrpc.NewReader(pr)
+		for {
+			line, err := r.Next()
+			if err != nil {
+				close(c.lines)
+				return
+			}
+			c.lines <- append([]byte(nil), line...)
+		}
+	}()
+	t.Cleanup(func() {
+		cw.Close()
+		select {
+		case <-c.served:
+		case <-time.After(10 * time.Second):
+			t.Error("proxy did not stop after the client closed")
+		}
+	})
+	return c
+}
+
+func (c *rawConn) send(line string) {
+	c.t.Helper()
+	_, err := io.WriteString(c.in, line+"\n")
+	require.NoError(c.t, err)
+}
+
+func (c *rawConn) recv() map[string]any {
+	c.t.Helper()
+	select {
+	case line, ok := <-c.lines:
+		require.True(c.t, ok, "proxy closed its output; stderr:\n%s", c.stderr.String())
+		var m map[string]any
+		require.NoError(c.t, json.Unmarshal(line, &m), "line %q", line)
+		return m
+	case <-time.After(20 * time.Second):
+		c.t.Fatalf("no message from the proxy; stderr:\n%s", c.stderr.String())
+	}
+	return nil
+}
+
+func TestRawForwardKeepsIDsAndBytes(t *testing.T) {
+	c := startRaw(t, "echo")
+	for _, id := range []string{`1`, `"abc"`, `-5`, `1.5e3`} {
+		c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"x","params":{"a":[1,2,{"b":"é"}]}}`)
+		m := c.recv()
+		want := map[string]any{}
+		require.NoError(t, json.Unmarshal([]byte(id), new(any)))
+		var wantID any
+		json.Unmarshal([]byte(id), &wantID)
+		assert.Equal(t, wantID, m["id"])
+		want["echo"] = map[string]any{"a": []any{1.0, 2.0, map[string]any{"b": "é"}}}
+		assert.Equal(t, want, m["result"])
+	}
+}
+
+func TestMalformedClientMessages(t *testing.T) {
+	c := startRaw(t, "echo")
+	cases := []struct {
+		line string
+		code float64
+		id   any
+	}{
+		{`this is not json`, jsonrpc.CodeParseError, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":`, jsonrpc.CodeParseError, nil},
+		{`[1,2,3]`, jsonrpc.CodeInvalidRequest, nil},
+		{`42`, jsonrpc.CodeInvalidRequest, nil},
+		{"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"x\",\"params\":\"\xff\"}", jsonrpc.CodeParseError, 2.0},
+		{`{"id":3,"method":"x"}`, jsonrpc.CodeInvalidRequest, 3.0},
+		{`{"jsonrpc":"2.0","id":{"o":1},"method":"x"}`, jsonrpc.CodeInvalidRequest, nil},
+		{`{"jsonrpc":"2.0","id":4}`, jsonrpc.CodeInvalidRequest, 4.0},
+	}
+	for _, tc := range cases {
+		c.send(tc.line)
+		m := c.recv()
+		errObj, ok := m["error"].(map[string]any)
+		require.True(t, ok, "no error for %q: %v", tc.line, m)
+		assert.Equal(t, tc.code, errObj["code"], "code for %q", tc.line)
+		assert.Equal(t, tc.id, m["id"], "id for %q", tc.line)
+		assert.Contains(t, errObj["message"], "mcpguard: ")
+		// The proxy keeps serving.
+		c.send(`{"jsonrpc":"2.0","id":"after","method":"ok"}`)
+		assert.Equal(t, "after", c.recv()["id"])
+	}
+}
+
+func TestMalformedServerMessages(t *testing.T) {
+	c := startRaw(t, "badserver")
+	c.send(`{"jsonrpc":"2.0","id":9,"method":"x"}`)
+	// The invalid UTF-8 response is not relayed, but the request is not lost:
+	// it gets an error, and the notification after the garbage still passes.
+	got := map[string]map[string]any{}
+	for range 2 {
+		m := c.recv()
+		if _, ok := m["id"]; ok {
+			got["response"] = m
+		} else {
+			got["notification"] = m
+		}
+	}
+	require.Contains(t, got, "response")
+	assert.Equal(t, 9.0, got["response"]["id"])
+	assert.Equal(t, float64(jsonrpc.CodeInternalError), got["response"]["error"].(map[string]any)["code"])
+	assert.Equal(t, "notifications/message", got["notification"]["method"])
+	assert.Contains(t, c.stderr.String(), "server sent an invalid message")
+}
+
+func TestNotificationsBothWays(t *testing.T) {
+	c := startRaw(t, "echo")
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`) // no answer expected
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"notify-first"}`)
+	n := c.recv()
+	assert.Equal(t, "notifications/progress", n["method"])
+	assert.Equal(t, 1.0, c.recv()["id"])
+}
+
+// Every request gets exactly one answer, with its own id, with 64 in flight.
+func TestConcurrentRequestsAnsweredOnce(t *testing.T) {
+	for _, layered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("layers=%v", layered), func(t *testing.T) {
+			var layers []guard.Middleware
+			if layered {
+				layers = append(layers, func(next guard.Handler) guard.Handler { return next })
+			}
+			c := startRaw(t, "echo", layers...)
+			const n = 64
+			go func() {
+				for i := range n {
+					c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"t","arguments":{"i":%d}}}`, i, i))
+				}
+			}()
+			seen := map[int]int{}
+			for range n {
+				m := c.recv()
+				id := int(m["id"].(float64))
+				seen[id]++
+				args := m["result"].(map[string]any)["echo"].(map[string]any)["arguments"].(map[string]any)
+				assert.Equal(t, float64(id), args["i"], "response carries its own request's data")
+			}
+			for i := range n {
+				assert.Equal(t, 1, seen[i], "id %d", i)
+			}
+			select {
+			case extra := <-c.lines:
+				t.Fatalf("extra message: %s", extra)
+			case <-time.After(100 * time.Millisecond):
+			}
+		})
+	}
+}
+
+func TestServerCrashAnswersPending(t *testing.T) {
+	c := startRaw(t, "echo")
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"boom"}`)
+	m := c.recv()
+	assert.Equal(t, 1.0, m["id"])
+	e := m["error"].(map[string]any)
+	assert.Equal(t, float64(jsonrpc.CodeServerExited), e["code"])
+	assert.Contains(t, e["message"], "exit status 7")
+	select {
+	case err := <-c.served:
+		require.ErrorIs(t, err, guard.ErrServerExited)
+		assert.Contains(t, err.Error(), "exit status 7")
+		c.served <- err // for Cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after the server died")
+	}
+}
+
+func TestHugeMessage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 200 MB; skipped in -short")
+	}
+	c := startRaw(t, "echo")
+	payload := strings.Repeat("x", 100<<20)
+	go c.send(`{"jsonrpc":"2.0","id":1,"method":"x","params":"` + payload + `"}`)
+	select {
+	case line := <-c.lines:
+		require.Len(t, line, len(`{"jsonrpc":"2.0","id":1,"result":{"echo":""}}`)+len(payload))
+		assert.True(t, bytes.Contains(line[:40], []byte(`"id":1`)))
+	case <-time.After(60 * time.Second):
+		t.Fatal("100 MB message did not come back")
+	}
+	payload = ""
+	// Memory is bounded by the message in flight: after it, nothing big stays.
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	assert.Less(t, ms.HeapInuse, uint64(64<<20), "heap after a 100 MB message went through")
+}
+
+func TestTooLargeMessageRejected(t *testing.T) {
+	argv, env := serverCmd(t, "echo")
+	c := startProxy(t, &guard.Proxy{Command: argv, Env: env, MaxMessage: 1 << 20})
+	c.send(`{"jsonrpc":"2.0","id":5,"method":"x","params":"` + strings.Repeat("y", 2<<20) + `"}`)
+	m := c.recv()
+	assert.Equal(t, 5.0, m["id"])
+	assert.Equal(t, float64(jsonrpc.CodeTooLarge), m["error"].(map[string]any)["code"])
+	c.send(`{"jsonrpc":"2.0","id":6,"method":"x"}`)
+	assert.Equal(t, 6.0, c.recv()["id"])
+}
+
+func TestStubbornServerIsKilled(t *testing.T) {
+	argv, env := serverCmd(t, "stubborn")
+	var pid int
+	p := &guard.Proxy{Command: argv, Env: env, Grace: 100 * time.Millisecond, OnStart: func(p int) { pid = p }}
+	cr, cw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(context.Background(), cr, io.Discard) }()
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	cw.Close()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "client-initiated shutdown is not an error")
+	case <-time.After(10 * time.Second):
+		t.Fatal("stubborn server outlived SIGKILL")
+	}
+	assert.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "EOF and SIGTERM each got their grace period")
+	assertGone(t, pid)
+}
+
+func assertGone(t *testing.T, pid int) {
+	t.Helper()
+	require.NotZero(t, pid)
+	// Reaped (no zombie) and killed: kill(pid, 0) fails with ESRCH.
+	require.Eventually(t, func() bool {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	}, 5*time.Second, 10*time.Millisecond, "process %d still exists", pid)
+}
+
+// newClient connects an mcp-go client through a C0 proxy to the mcp-go test server.
+func newSession(t *testing.T, layers []guard.Middleware, opts ...client.ClientOption) (*guard.Session, *int) {
+	t.Helper()
+	argv, env := serverCmd(t, "mcp")
+	pid := new(int)
+	stderr := &syncBuffer{}
+	p := &guard.Proxy{Command: argv, Env: env, Layers: layers, Stderr: stderr, Grace: time.Second, OnStart: func(p int) { *pid = p }}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := guard.Open(ctx, p, opts...)
+	require.NoError(t, err, "stderr: %s", stderr.String())
+	return s, pid
+}
+
+type sampler struct{}
+
+func (sampler) CreateMessage(ctx context.Context, req mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	return &mcp.CreateMessageResult{SamplingMessage: mcp.SamplingMessage{Role: mcp.RoleAssistant, Content: mcp.NewTextContent("4")}, Model: "test"}, nil
+}
+
+type rooter struct{}
+
+func (rooter) ListRoots(ctx context.Context, req mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
+	return &mcp.ListRootsResult{Roots: []mcp.Root{{URI: "file:///data", Name: "data"}}}, nil
+}
+
+func callText(t *testing.T, c *client.Client, tool string, args map[string]any) string {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = tool, args
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := c.CallTool(ctx, req)
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", res.Content)
+	return res.Content[0].(mcp.TextContent).Text
+}
+
+// An mcp-go client and an mcp-go server round-trip everything through the proxy.
+func TestMCPGoRoundTrip(t *testing.T) {
+	for _, layered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("layers=%v", layered), func(t *testing.T) {
+			var layers []guard.Middleware
+			if layered {
+				layers = append(layers, func(next guard.Handler) guard.Handler { return next })
+			}
+			s, pid := newSession(t, layers, client.WithSamplingHandler(sampler{}), client.WithRootsHandler(rooter{}))
+			assert.Equal(t, "guard-test", s.Init.ServerInfo.Name)
+			ctx := context.Background()
+
+			tools, err := s.ListTools(ctx, mcp.ListToolsRequest{})
+			require.NoError(t, err)
+			assert.Len(t, tools.Tools, 7)
+			assert.Equal(t, "héllo", callText(t, s.Client, "echo", map[string]any{"text": "héllo"}))
+
+			notes := make(chan mcp.JSONRPCNotification, 4)
+			s.OnNotification(func(n mcp.JSONRPCNotification) { notes <- n })
+			assert.Equal(t, "notified", callText(t, s.Client, "notify", nil))
+			select {
+			case n := <-notes:
+				assert.Equal(t, "notifications/message", n.Method)
+			case <-time.After(5 * time.Second):
+				t.Fatal("server notification did not reach the client")
+			}
+
+			assert.Equal(t, "llm said 4", callText(t, s.Client, "ask", nil), "sampling: server-to-client request")
+			assert.Equal(t, "file:///data", callText(t, s.Client, "roots", nil), "roots: server-to-client request")
+
+			res, err := s.ListResources(ctx, mcp.ListResourcesRequest{})
+			require.NoError(t, err)
+			require.Len(t, res.Resources, 1)
+			rr, err := s.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: "test://greeting"}})
+			require.NoError(t, err)
+			assert.Equal(t, "hello", rr.Contents[0].(mcp.TextResourceContents).Text)
+
+			pr, err := s.GetPrompt(ctx, mcp.GetPromptRequest{Params: mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"name": "ada"}}})
+			require.NoError(t, err)
+			assert.Equal(t, "hello ada", pr.Messages[0].Content.(mcp.TextContent).Text)
+
+			require.NoError(t, s.Ping(ctx))
+			require.NoError(t, s.Close())
+			assertGone(t, *pid)
+		})
+	}
+}
+
+// A hanging call is cancelled by the client; the proxy keeps serving.
+func TestHangingCallCancelled(t *testing.T) {
+	s, _ := newSession(t, nil)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = "sleep", map[string]any{"ms": 60000}
+	_, err := s.CallTool(ctx, req)
+	require.Error(t, err)
+	assert.Equal(t, "ok", callText(t, s.Client, "echo", map[string]any{"text": "ok"}))
+}
+
+// The client disconnects with a call in flight and a child running: the
+// server and its process group are gone afterwards.
+func TestClientDisconnectStopsServerTree(t *testing.T) {
+	s, pid := newSession(t, nil)
+	child, err := strconv.Atoi(callText(t, s.Client, "spawn", nil))
+	require.NoError(t, err)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "sleep", map[string]any{"ms": 60000}
+		s.CallTool(context.Background(), req)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, s.Close())
+	assertGone(t, *pid)
+	assertGone(t, child)
+}
+
+func TestCrashMidCallThroughClient(t *testing.T) {
+	s, pid := newSession(t, nil)
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "crash"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := s.CallTool(ctx, req)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "server exited")
+	assert.ErrorIs(t, s.Close(), guard.ErrServerExited)
+	assertGone(t, *pid)
+}
+
+func TestServerThatCannotStart(t *testing.T) {
+	p := &guard.Proxy{Command: []string{"/nonexistent/server"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := guard.Open(ctx, p)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "start server")
+}
+
+func TestMain_noLeakedFDs(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc")
+	}
+	count := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
+	before := count()
+	for range 5 {
+		s, _ := newSession(t, nil)
+		require.NoError(t, s.Close())
+	}
+	// Allow a little slack for the runtime's own descriptors.
+	assert.LessOrEqual(t, count(), before+2, "file descriptors leak per session")
+}

@@ -1,0 +1,184 @@
+package guard_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	_ "github.com/mcpguard/mcpguard/internal/testenv"
+)
+
+// The test binary doubles as the servers the proxy talks to: with
+// GUARD_TEST_SERVER set, TestMain runs that server instead of the tests.
+const serverEnv = "GUARD_TEST_SERVER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(serverEnv); mode != "" {
+		os.Exit(runTestServer(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// serverCmd is the argv that starts test server mode.
+func serverCmd(t testing.TB, mode string) ([]string, []string) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{exe}, append(os.Environ(), serverEnv+"="+mode)
+}
+
+func runTestServer(mode string) int {
+	switch mode {
+	case "mcp":
+		return mcpServer()
+	case "echo", "stubborn", "badserver":
+		return rawServer(mode)
+	}
+	fmt.Fprintf(os.Stderr, "unknown test server mode %q\n", mode)
+	return 2
+}
+
+// mcpServer is a full mcp-go server: tools, resources, prompts,
+// notifications and server-to-client requests.
+func mcpServer() int {
+	s := server.NewMCPServer("guard-test", "1.0",
+		server.WithToolCapabilities(true),
+		server.WithResourceCapabilities(true, true),
+		server.WithPromptCapabilities(true),
+		server.WithLogging(),
+	)
+	s.EnableSampling()
+	s.AddTool(mcp.NewTool("echo", mcp.WithDescription("echoes text"), mcp.WithString("text", mcp.Required())),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(req.GetString("text", "")), nil
+		})
+	s.AddTool(mcp.NewTool("notify", mcp.WithDescription("sends a progress notification, then answers")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			err := s.SendNotificationToClient(ctx, "notifications/message", map[string]any{"level": "info", "data": "working"})
+			if err != nil {
+				return nil, err
+			}
+			return mcp.NewToolResultText("notified"), nil
+		})
+	s.AddTool(mcp.NewTool("ask", mcp.WithDescription("asks the client's LLM (sampling)")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := s.RequestSampling(ctx, mcp.CreateMessageRequest{CreateMessageParams: mcp.CreateMessageParams{
+				Messages:  []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent("2+2?")}},
+				MaxTokens: 5,
+			}})
+			if err != nil {
+				return nil, err
+			}
+			tc, _ := res.Content.(mcp.TextContent)
+			return mcp.NewToolResultText("llm said " + tc.Text), nil
+		})
+	s.AddTool(mcp.NewTool("roots", mcp.WithDescription("lists the client's roots")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := s.RequestRoots(ctx, mcp.ListRootsRequest{})
+			if err != nil {
+				return nil, err
+			}
+			return mcp.NewToolResultText(res.Roots[0].URI), nil
+		})
+	s.AddTool(mcp.NewTool("sleep", mcp.WithDescription("sleeps ms milliseconds"), mcp.WithNumber("ms")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			select {
+			case <-time.After(time.Duration(req.GetFloat("ms", 0)) * time.Millisecond):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return mcp.NewToolResultText(req.GetString("tag", "")), nil
+		})
+	s.AddTool(mcp.NewTool("crash", mcp.WithDescription("exits mid-call")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			os.Exit(1)
+			return nil, nil
+		})
+	s.AddTool(mcp.NewTool("spawn", mcp.WithDescription("starts a long-lived child, returns its pid")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			c := exec.Command("sleep", "300")
+			if err := c.Start(); err != nil {
+				return nil, err
+			}
+			return mcp.NewToolResultText(fmt.Sprint(c.Process.Pid)), nil
+		})
+	s.AddResource(mcp.NewResource("test://greeting", "greeting", mcp.WithMIMEType("text/plain")),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: "test://greeting", MIMEType: "text/plain", Text: "hello"}}, nil
+		})
+	s.AddPrompt(mcp.NewPrompt("greet", mcp.WithArgument("name")),
+		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return mcp.NewGetPromptResult("greeting", []mcp.PromptMessage{
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("hello "+req.Params.Arguments["name"])),
+			}), nil
+		})
+	if err := server.ServeStdio(s); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// rawServer speaks bare JSON-RPC so tests control every byte:
+//   - echo answers each request with {"echo": params}, and "boom" with a crash;
+//   - stubborn does the same but ignores EOF and SIGTERM;
+//   - badserver first sends garbage and invalid UTF-8, then answers.
+func rawServer(mode string) int {
+	if mode == "stubborn" {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	fmt.Fprintln(os.Stderr, "raw server ready:", mode)
+	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	out := bufio.NewWriterSize(os.Stdout, 1<<20)
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			if mode == "stubborn" {
+				select {} // hold on past EOF
+			}
+			return 0
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if json.Unmarshal(line, &m) != nil || len(m.ID) == 0 {
+			continue // notifications and client responses need no answer
+		}
+		switch {
+		case m.Method == "boom":
+			os.Exit(7)
+		case mode == "badserver":
+			out.WriteString("this is not json\n")
+			out.Write([]byte("{\"jsonrpc\":\"2.0\",\"id\":" + string(m.ID) + ",\"result\":\"\xff\xfe\"}\n"))
+			out.WriteString(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"still here"}}` + "\n")
+		case strings.HasPrefix(m.Method, "notify-first"):
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}`+"\n", m.ID)
+			fallthrough
+		default:
+			out.WriteString(`{"jsonrpc":"2.0","id":`)
+			out.Write(m.ID)
+			out.WriteString(`,"result":{"echo":`)
+			if len(m.Params) == 0 {
+				out.WriteString("null")
+			} else {
+				out.Write(m.Params)
+			}
+			out.WriteString("}}\n")
+		}
+		out.Flush()
+	}
+}
