@@ -250,9 +250,7 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 	if len(bytes.TrimSpace(rawArgs)) == 0 || bytes.Equal(bytes.TrimSpace(rawArgs), []byte("null")) {
 		args = map[string]any{}
 	} else {
-		dec := json.NewDecoder(bytes.NewReader(rawArgs))
-		dec.UseNumber()
-		if err := dec.Decode(&args); err != nil || args == nil {
+		if err := json.Unmarshal(rawArgs, &args); err != nil || args == nil {
 			return &Violation{Layer: LayerL1, Rule: RuleArgsMalformed, Target: toolName,
 				Reason: "arguments are not a JSON object"}
 		}
@@ -282,7 +280,7 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 			return bad
 		}
 	}
-	if !e.o.L2 {
+	if !e.o.L2 || !validate.MayCarryContentRisk(rawArgs) {
 		return nil
 	}
 	// Content checks over every string the call carries.

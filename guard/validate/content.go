@@ -50,6 +50,10 @@ var (
 		regexp.MustCompile(`(?im)\b([A-Z0-9_]*(SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)[A-Z0-9_]*)(["']?\s*[:=]\s*["']?)([^\s"',;]{6,})`),
 		"secret", "token", "passw", "api_key", "apikey", "access_key", "accesskey", "private_key", "credential")
 
+	// Passwords in URLs (connection strings: postgres://user:pw@host).
+	urlCredentials = mk("url_credentials",
+		regexp.MustCompile(`(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/:@"']+:)([^\s/@"']+)@`), "://")
+
 	envRefs = []pattern{
 		mk("env_var", regexp.MustCompile(`\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%`), "$", "%"),
 		mk("proc_environ", regexp.MustCompile(`(?i)/proc/(self|thread-self|[0-9]+)(/task/[0-9]+)?/environ`), "environ"),
@@ -85,7 +89,32 @@ func scan(s string, ps []pattern) (Finding, bool) {
 
 // FindSecret reports a strong secret shape in s (private keys, cloud and
 // service tokens): such a value in an argument is about to leave the machine.
-func FindSecret(s string) (Finding, bool) { return scan(s, strongSecrets) }
+func FindSecret(s string) (Finding, bool) {
+	if f, ok := scan(s, strongSecrets); ok {
+		return f, true
+	}
+	return scan(s, []pattern{urlCredentials})
+}
+
+// MayCarryContentRisk is a cheap filter over a call's raw JSON arguments:
+// false means no string in them can match FindSecret or FindEnvReference,
+// so the per-string walk can be skipped. JSON escapes (\u0024 is "$")
+// always count as a possible risk.
+func MayCarryContentRisk(raw []byte) bool {
+	if bytes.Contains(raw, []byte(`\u`)) {
+		return true
+	}
+	var arr [1024]byte
+	low := appendLower(arr[:0], string(raw))
+	for _, ps := range [][]pattern{strongSecrets, envRefs, {urlCredentials}} {
+		for i := range ps {
+			if anyAnchor(low, ps[i].anchors) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // FindEnvReference reports an environment reference in s ($VAR, ${...},
 // %VAR%, /proc/self/environ): a server that expands it hands its
@@ -206,6 +235,10 @@ func RedactSecrets(s string) (string, []string) {
 		}
 		s = p.re.ReplaceAllLiteralString(s, "[REDACTED:"+p.kind+"]")
 		kinds = append(kinds, p.kind)
+	}
+	if anyFold(s, urlCredentials.anchors) && urlCredentials.re.MatchString(s) {
+		s = urlCredentials.re.ReplaceAllString(s, "${1}[REDACTED:password]@")
+		kinds = append(kinds, urlCredentials.kind)
 	}
 	if anyFold(s, assignedSecret.anchors) && assignedSecret.re.MatchString(s) {
 		s = assignedSecret.re.ReplaceAllString(s, "${1}${3}[REDACTED:credential]")

@@ -19,8 +19,8 @@ const pemKey = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5
 
 func TestFindSecret(t *testing.T) {
 	hits := map[string]string{
-		"key: " + pemKey: "private_key",
-		"AKIAIOSFODNN7EXAMPLE":                                              "aws_access_key",
+		"key: " + pemKey:       "private_key",
+		"AKIAIOSFODNN7EXAMPLE": "aws_access_key",
 		"aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY1": "aws_secret_key",
 		"token ghp_abcdefghijklmnopqrstuvwxyz0123456789":                    "github_token",
 		"OPENAI=sk-proj-abcdefghijklmnopqrstuvwx":                           "api_key",

@@ -12,8 +12,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Path errors; the L1/L2 engine maps each to a rule id.
@@ -117,9 +120,39 @@ func hasDotDot(p string) bool {
 	return false
 }
 
-// resolve follows symbolic links in the clean absolute path p, component by
-// component, the way the kernel does; see CanonPath.
+// resolve follows symbolic links in the clean absolute path p the way the
+// kernel does; see CanonPath. When p exists the kernel itself resolves it
+// (three system calls however deep p is); otherwise, or without /proc, it
+// walks p component by component.
 func resolve(p string) (string, error) {
+	if r, ok := kernelResolve(p); ok {
+		return r, nil
+	}
+	return walk(p)
+}
+
+// kernelResolve opens p with O_PATH (no read access needed, nothing is
+// read, FIFOs do not block) and asks /proc where the descriptor points.
+func kernelResolve(p string) (string, bool) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", false
+	}
+	defer unix.Close(fd)
+	var buf [unix.PathMax]byte
+	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf[:])
+	if err != nil || n == 0 || n >= len(buf) || buf[0] != '/' {
+		return "", false
+	}
+	r := string(buf[:n])
+	if strings.HasSuffix(r, " (deleted)") {
+		return "", false
+	}
+	return r, true
+}
+
+// walk is resolve done by hand, component by component.
+func walk(p string) (string, error) {
 	resolved := "/"
 	rest := p
 	links := 0
