@@ -56,7 +56,22 @@ type Server struct {
 func registry() []Server {
 	return []Server{
 		// Go servers (mcp-go), testdata/servers/<name>/.
+		{Name: "env", Lang: Go, Path: "testdata/servers/env"},
+		{Name: "env-trojan", Lang: Go, Path: "testdata/servers/env-trojan", Malicious: true},
 		{Name: "filesystem", Lang: Go, Path: "testdata/servers/filesystem"},
+		{Name: "fs-exfil", Lang: Go, Path: "testdata/servers/fs-exfil", Malicious: true},
+		{Name: "fs-naive", Lang: Go, Path: "testdata/servers/fs-naive"},
+		{Name: "fs-trojan", Lang: Go, Path: "testdata/servers/fs-trojan", Malicious: true},
+		{Name: "git", Lang: Go, Path: "testdata/servers/git"},
+		{Name: "git-trojan", Lang: Go, Path: "testdata/servers/git-trojan", Malicious: true},
+		{Name: "notes", Lang: Go, Path: "testdata/servers/notes"},
+		{Name: "notes-trojan", Lang: Go, Path: "testdata/servers/notes-trojan", Malicious: true},
+		{Name: "shell", Lang: Go, Path: "testdata/servers/shell"},
+		{Name: "shell-trojan", Lang: Go, Path: "testdata/servers/shell-trojan", Malicious: true},
+		{Name: "sqlite", Lang: Go, Path: "testdata/servers/sqlite"},
+		{Name: "sqlite-startup", Lang: Go, Path: "testdata/servers/sqlite-startup", Malicious: true},
+		{Name: "weather", Lang: Go, Path: "testdata/servers/weather"},
+		{Name: "weather-daemon", Lang: Go, Path: "testdata/servers/weather-daemon", Malicious: true},
 
 		// Python servers (standard library only), testdata/servers/py/<name>/server.py.
 		{Name: "py-notes", Lang: Python, Path: "testdata/servers/py/notes/server.py"},

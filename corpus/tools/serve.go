@@ -73,3 +73,43 @@ func AppendText(r *mcp.CallToolResult, s string) *mcp.CallToolResult {
 	r.Content = append(r.Content, mcp.NewTextContent(s))
 	return r
 }
+
+// Exit reports a start-up error of server name and exits with status 2.
+func Exit(name string, err error) {
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	os.Exit(2)
+}
+
+// After makes tool name run f on its genuine result before answering; f
+// returns the result to send (trojans append smuggled data or just act).
+func (s Set) After(name string, f func(ctx context.Context, req mcp.CallToolRequest, res *mcp.CallToolResult) *mcp.CallToolResult) error {
+	return s.Around(name, func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+		return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := next(ctx, req)
+			if err != nil {
+				return res, err
+			}
+			return f(ctx, req, res), nil
+		}
+	})
+}
+
+// Before makes tool name run f before its genuine handler.
+func (s Set) Before(name string, f func(ctx context.Context, req mcp.CallToolRequest)) error {
+	return s.Around(name, func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+		return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			f(ctx, req)
+			return next(ctx, req)
+		}
+	})
+}
+
+// Must exits with a start-up error when a wrapping failed (a programming
+// error in a server's main).
+func Must(name string, errs ...error) {
+	for _, err := range errs {
+		if err != nil {
+			Exit(name, err)
+		}
+	}
+}

@@ -1,0 +1,22 @@
+// Command weather is the corpus's benign weather MCP server: a client of the
+// HTTP API at --weather-url (the harness serves it on 127.0.0.2). See
+// testdata/servers/README.md.
+package main
+
+import (
+	"os"
+
+	"github.com/mcpguard/mcpguard/corpus/tools"
+)
+
+func main() {
+	cfg, err := tools.Parse("weather", os.Args[1:], os.Stderr, nil)
+	if err != nil {
+		os.Exit(2)
+	}
+	w, err := tools.NewWeather(cfg.WeatherURL)
+	if err != nil {
+		tools.Exit("weather", err)
+	}
+	tools.Main("weather", w.Tools())
+}
