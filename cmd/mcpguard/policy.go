@@ -1,10 +1,344 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/policy"
 )
 
+const policyUsage = `Usage:
+  mcpguard policy init [--out FILE] [--server NAME] -- CMD [ARGS...]
+  mcpguard policy override --audit FILE [--event N | --last] [--write DIR]
+  mcpguard policy check [--var NAME=VALUE]... FILE
+
+init      starts the server, reads its tools/list and prints a starting policy
+          (see docs/policy.md); review it: add network destinations and
+          executables, narrow the roots.
+override  prints the scoped override (one tool; one path, host or executable)
+          that would have let an audited call through; save it in the
+          overrides/ directory beside the policy (or use --write DIR).
+check     loads a policy with its overrides, compiles it, and reports errors.`
+
 func cmdPolicy(ctx context.Context, s stdio, args []string) error {
-	return errors.New("not built yet")
+	if len(args) == 0 {
+		fmt.Fprintln(s.err, policyUsage)
+		return fmt.Errorf("%w: policy needs a subcommand: init, override or check", errUsage)
+	}
+	switch args[0] {
+	case "init":
+		return policyInit(ctx, s, args[1:])
+	case "override":
+		return policyOverride(s, args[1:])
+	case "check":
+		return policyCheck(s, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprintln(s.err, policyUsage)
+		return nil
+	}
+	fmt.Fprintln(s.err, policyUsage)
+	return fmt.Errorf("%w: unknown policy subcommand %q", errUsage, args[0])
+}
+
+func policyInit(ctx context.Context, s stdio, args []string) error {
+	flagArgs, argv := splitDashes(args)
+	fs := newFlags(s, "policy init", "[--out FILE] [--server NAME] -- CMD [ARGS...]",
+		"Start the MCP server CMD, list its tools, and print a starting policy derived from their\n"+
+			"input schemas: path-, URL-, host- and command-like arguments are recognised from their\n"+
+			"names and formats. The policy uses ${WS} for the workspace; see docs/policy.md.")
+	out := fs.String("out", "", "write the policy to `file` instead of stdout")
+	server := fs.String("server", "", "server `name` recorded in the policy (default: the command's base name)")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up on the server after this long")
+	if err := fs.Parse(flagArgs); err != nil {
+		return err
+	}
+	if len(argv) == 0 {
+		return fmt.Errorf("%w: no server command after --", errUsage)
+	}
+	name := *server
+	if name == "" {
+		name = filepath.Base(argv[0])
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	tools, err := listTools(ctx, argv, s.err)
+	if err != nil {
+		return err
+	}
+	p, err := policy.FromTools(name, tools)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if *out == "" {
+		_, err = s.out.Write(b)
+		return err
+	}
+	if err := os.WriteFile(*out, b, 0o644); err != nil {
+		return fmt.Errorf("write policy: %w", err)
+	}
+	fmt.Fprintf(s.err, "wrote %s: %d tools; review it before use (docs/policy.md)\n", *out, len(tools))
+	return nil
+}
+
+// listTools starts argv, performs the MCP handshake and returns every tool
+// of tools/list (following pagination) with its raw input schema. It talks
+// JSON-RPC directly so that the schemas arrive exactly as the server wrote
+// them.
+func listTools(ctx context.Context, argv []string, stderr io.Writer) ([]policy.ToolInfo, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stderr = stderr
+	cmd.WaitDelay = time.Second
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start server: %w", err)
+	}
+	defer func() {
+		in.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	sc := bufio.NewScanner(outPipe)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	id := 0
+	call := func(method string, params any) (json.RawMessage, error) {
+		id++
+		req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		if _, err := in.Write(append(req, '\n')); err != nil {
+			return nil, fmt.Errorf("%s: write to server: %w", method, err)
+		}
+		for sc.Scan() {
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+				Result json.RawMessage `json:"result"`
+				Error  *struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				continue // not JSON-RPC: a chatty server's log line on stdout
+			}
+			if m.Method != "" {
+				if len(m.ID) > 0 { // a server-to-client request: we support none
+					resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID,
+						"error": map[string]any{"code": -32601, "message": "not supported by mcpguard policy init"}})
+					in.Write(append(resp, '\n'))
+				}
+				continue
+			}
+			if string(m.ID) != fmt.Sprint(id) {
+				continue
+			}
+			if m.Error != nil {
+				return nil, fmt.Errorf("%s: server error %d: %s", method, m.Error.Code, m.Error.Message)
+			}
+			return m.Result, nil
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("%s: read from server: %w", method, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+		return nil, fmt.Errorf("%s: server closed its output", method)
+	}
+	if _, err := call("initialize", map[string]any{
+		"protocolVersion": guard.ProtocolVersion,
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": "mcpguard-policy-init", "version": "dev"},
+	}); err != nil {
+		return nil, err
+	}
+	note, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	if _, err := in.Write(append(note, '\n')); err != nil {
+		return nil, err
+	}
+	var tools []policy.ToolInfo
+	cursor := ""
+	for page := 0; page < 1000; page++ {
+		params := map[string]any{}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		res, err := call("tools/list", params)
+		if err != nil {
+			return nil, err
+		}
+		var r struct {
+			Tools      []policy.ToolInfo `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(res, &r); err != nil {
+			return nil, fmt.Errorf("tools/list: %w", err)
+		}
+		tools = append(tools, r.Tools...)
+		if r.NextCursor == "" {
+			return tools, nil
+		}
+		cursor = r.NextCursor
+	}
+	return nil, errors.New("tools/list: too many pages")
+}
+
+func policyOverride(s stdio, args []string) error {
+	fs := newFlags(s, "policy override", "--audit FILE [--event N | --last] [--write DIR]",
+		"Print the scoped override for one audit event: the tool, and the one path, host or\n"+
+			"executable the event names (for content rules, the rule waived for that tool).\n"+
+			"Events are numbered from 1 in file order; --last (the default) takes the last denial\n"+
+			"or rewrite.")
+	auditFile := fs.String("audit", "", "the audit log `file` (JSON lines) written by mcpguard run/call --audit")
+	event := fs.Int("event", 0, "use event number `N` (1-based)")
+	last := fs.Bool("last", false, "use the last event that denied or rewrote something (default)")
+	write := fs.String("write", "", "also write the override into `dir` (an overrides/ directory)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *auditFile == "" {
+		return fmt.Errorf("%w: --audit FILE is required", errUsage)
+	}
+	if *event != 0 && *last {
+		return fmt.Errorf("%w: --event and --last exclude each other", errUsage)
+	}
+	events, err := readAudit(*auditFile)
+	if err != nil {
+		return err
+	}
+	var e audit.Event
+	switch {
+	case *event != 0:
+		if *event < 1 || *event > len(events) {
+			return fmt.Errorf("%w: --event %d: the log has %d events", errUsage, *event, len(events))
+		}
+		e = events[*event-1]
+	default:
+		found := false
+		for i := len(events) - 1; i >= 0; i-- {
+			if events[i].Decision == audit.Deny || events[i].Decision == audit.Rewrite {
+				e, found = events[i], true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s: no denial or rewrite to override", *auditFile)
+		}
+	}
+	o, err := policy.OverrideFor(e)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(o, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if *write != "" {
+		if err := os.MkdirAll(*write, 0o755); err != nil {
+			return fmt.Errorf("write override: %w", err)
+		}
+		name := fmt.Sprintf("%s-%s-%s-%s.json", safeName(o.Server), safeName(o.Tool), safeName(o.Rule),
+			e.Time.UTC().Format("20060102T150405.000"))
+		f := filepath.Join(*write, name)
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			return fmt.Errorf("write override: %w", err)
+		}
+		fmt.Fprintf(s.err, "wrote %s\n", f)
+	}
+	_, err = s.out.Write(b)
+	return err
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// readAudit reads a JSON-lines audit log; a malformed line is an error
+// naming its line number.
+func readAudit(file string) ([]audit.Event, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	var events []audit.Event
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var e audit.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", file, i+1, err)
+		}
+		events = append(events, e)
+	}
+	return events, nil
+}
+
+func policyCheck(s stdio, args []string) error {
+	fs := newFlags(s, "policy check", "[--var NAME=VALUE]... FILE",
+		"Load a policy with the overrides beside it, compile it (schemas, roots, rules) and\n"+
+			"report the first error. WS, HOME and TMP default to the working directory, $HOME and\n"+
+			"the temp dir.")
+	vars := varsFlag{}
+	fs.Var(vars, "var", "`NAME=VALUE` for ${NAME} in the policy (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: policy check needs exactly one FILE", errUsage)
+	}
+	v := map[string]string{"HOME": os.Getenv("HOME"), "TMP": os.TempDir()}
+	if wd, err := os.Getwd(); err == nil {
+		v["WS"] = wd
+	}
+	for k, x := range vars {
+		v[k] = x
+	}
+	p, err := policy.LoadWithOverrides(fs.Arg(0), v)
+	if err != nil {
+		return err
+	}
+	e, err := policy.Compile(p, policy.EngineOptions{L2: true})
+	if err != nil {
+		return fmt.Errorf("compile policy %s: %w", fs.Arg(0), err)
+	}
+	tools := e.Tools()
+	sort.Strings(tools)
+	fmt.Fprintf(s.out, "%s: ok: server %s, %d tools (%s)\n", fs.Arg(0), p.Server, len(tools), strings.Join(tools, ", "))
+	return nil
 }

@@ -497,7 +497,10 @@ func (e *Engine) checkDest(ctx context.Context, t *tool, d validate.Dest, rule s
 			}
 		}
 		if !admitted && !t.waive[RuleURLPrivate] {
-			return &Violation{Layer: LayerL2, Rule: RuleURLPrivate, Target: ip.String(),
+			// The target is the host as the call named it: an override
+			// for it ({"host": ..., "rule": "url.private_address"}) is
+			// what admits it.
+			return &Violation{Layer: LayerL2, Rule: RuleURLPrivate, Target: d.Host,
 				Reason: fmt.Sprintf("host %s resolves to %s, a %s address the policy does not name", d.Host, ip, class)}
 		}
 	}
