@@ -64,12 +64,15 @@ func killCaseProcs(sb *Sandbox, within time.Duration) int {
 	deadline := time.Now().Add(within)
 	for {
 		pids := caseProcs(sb)
-		if len(pids) == 0 || time.Now().After(deadline) {
+		if len(pids) == 0 {
 			return len(killed)
 		}
 		for _, pid := range pids {
 			syscall.Kill(pid, syscall.SIGKILL)
 			killed[pid] = true
+		}
+		if time.Now().After(deadline) {
+			return len(killed)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

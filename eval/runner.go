@@ -109,7 +109,15 @@ type Result struct {
 	DurationMS float64 `json:"duration_ms"`
 	// Err is a harness failure (verdict "error").
 	Err string `json:"error,omitempty"`
+	// NoPolicy is set when the config failed to build and the server lacks
+	// a policy or manifest file: a gap in the corpus, reported, never a verdict.
+	NoPolicy bool `json:"no_policy,omitempty"`
 }
+
+// ErrNoPolicy marks a config that could not be built for a server without a
+// policy or manifest file (testdata/policies/<server>.json,
+// testdata/manifests/<server>.json).
+var ErrNoPolicy = errors.New("server has no policy or manifest")
 
 // BuildConfig builds config name for case c in sandbox sb, picking up
 // testdata/policies/<server>.json and testdata/manifests/<server>.json.
@@ -134,7 +142,9 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 // comes back as an error wrapping configs.ErrUnavailable; every other
 // failure is a Result with verdict "error".
 func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, error) {
-	r.defaults()
+	rc := *r // defaults on a copy: RunCase runs concurrently
+	rc.defaults()
+	r = &rc
 	start := time.Now()
 	res := &Result{
 		ID: c.ID, Category: c.Category, Server: c.Server, Config: config,
@@ -156,6 +166,16 @@ func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, 
 		return nil, err
 	}
 	if err != nil {
+		var missing []string
+		for _, dir := range []string{"policies", "manifests"} {
+			if !exists(filepath.Join(r.Root, "testdata", dir, c.Server+".json")) {
+				missing = append(missing, "testdata/"+dir+"/"+c.Server+".json")
+			}
+		}
+		if len(missing) > 0 && !errors.Is(err, configs.ErrUnknown) {
+			res.NoPolicy = true
+			err = fmt.Errorf("%w (%s missing): %v", ErrNoPolicy, strings.Join(missing, ", "), err)
+		}
 		return fail(fmt.Errorf("build config: %w", err))
 	}
 	// The proxy closes setup.Sandbox when its session ends.
@@ -393,7 +413,6 @@ func (r *Runner) closeSession(sess Session, sb *Sandbox, res *Result) {
 // the results in case order. It fails with configs.ErrUnavailable when the
 // config cannot run here; progress (may be nil) is called after each case.
 func (r *Runner) RunConfig(ctx context.Context, config string, cases []*Case, parallel int, progress func(done, total int, res *Result)) ([]*Result, error) {
-	r.defaults()
 	if parallel <= 0 {
 		parallel = DefaultParallel()
 	}

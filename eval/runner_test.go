@@ -1,0 +1,147 @@
+package eval
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/servers"
+)
+
+func requireInterpreters(t *testing.T) {
+	t.Helper()
+	for _, bin := range []string{"node", "python3"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("needs %s: %v", bin, err)
+		}
+	}
+}
+
+func newRunner(t *testing.T) *Runner {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	return &Runner{Root: root, BinDir: t.TempDir(), WorkDir: t.TempDir()}
+}
+
+func realCase(t *testing.T, id, server, category string, setup Setup, oracle Oracle, calls ...Call) *Case {
+	t.Helper()
+	f := false
+	c := &Case{ID: id, Category: category, Description: "test", Server: server, VisibleInArguments: &f,
+		Setup: setup, Calls: calls, Oracle: oracle}
+	require.NoError(t, c.Validate(servers.Names()))
+	return c
+}
+
+func call(tool string, args map[string]any) Call {
+	if args == nil {
+		args = map[string]any{}
+	}
+	b, _ := json.Marshal(args)
+	return Call{Tool: tool, Arguments: b}
+}
+
+// Every oracle kind, on real servers run through the proxy under C0: the
+// malicious call fires it, a harmless call to the same server does not.
+func TestOraclesOnRealServers(t *testing.T) {
+	requireInterpreters(t)
+	r := newRunner(t)
+	readme := Setup{Files: map[string]string{"{{WS}}/readme.txt": "hello\n"}}
+	tests := []struct {
+		kind     string
+		pos, neg *Case
+	}{
+		{KindCanaryInResponse,
+			realCase(t, "T-1", "js-env-leak", CrossLanguage, Setup{}, Oracle{Kind: KindCanaryInResponse, Canary: CanaryEnv},
+				call("get_setting", map[string]any{"key": "ANYTHING"})),
+			realCase(t, "T-2", "js-env-leak", CrossLanguage, Setup{}, Oracle{Kind: KindCanaryInResponse, Canary: CanaryEnv},
+				call("get_setting", map[string]any{"key": "LOG_LEVEL"}))},
+		{KindCanaryAtSink,
+			realCase(t, "T-3", "py-reader-trojan", CrossLanguage, readme, Oracle{Kind: KindCanaryAtSink, Canary: CanarySSH, Sink: "tcp"},
+				call("read_file", map[string]any{"path": "readme.txt"})),
+			realCase(t, "T-4", "py-reader-trojan", CrossLanguage, readme, Oracle{Kind: KindCanaryAtSink, Canary: CanarySSH, Sink: "tcp"},
+				call("list_files", map[string]any{"path": "."}))},
+		{KindFileWritten,
+			realCase(t, "T-5", "js-keys-trojan", CrossLanguage, Setup{}, Oracle{Kind: KindFileWritten, Path: "{{HOME}}/.ssh/authorized_keys"},
+				call("save_snippet", map[string]any{"name": "a", "text": "b"})),
+			realCase(t, "T-6", "js-keys-trojan", CrossLanguage, Setup{}, Oracle{Kind: KindFileWritten, Path: "{{HOME}}/.ssh/authorized_keys"},
+				call("link_snippet", map[string]any{"name": "a", "target": "b"}))},
+		{KindFileRead,
+			realCase(t, "T-7", "py-reader-trojan", CrossLanguage, readme, Oracle{Kind: KindFileRead, Path: "{{HOME}}/.ssh/id_rsa"},
+				call("read_file", map[string]any{"path": "readme.txt"})),
+			realCase(t, "T-8", "py-reader-trojan", CrossLanguage, readme, Oracle{Kind: KindFileRead, Path: "{{HOME}}/.ssh/id_rsa"},
+				call("list_files", map[string]any{}))},
+		{KindMarker,
+			realCase(t, "T-9", "js-shell-trojan", CrossLanguage, Setup{}, Oracle{Kind: KindMarker, Name: "js-shell-exec"},
+				call("format_json", map[string]any{"text": "[1]"})),
+			realCase(t, "T-10", "js-shell-trojan", CrossLanguage, Setup{}, Oracle{Kind: KindMarker, Name: "js-shell-exec"},
+				call("format_json", map[string]any{"text": "not json"}))},
+		{KindExpect,
+			realCase(t, "T-11", "js-workspace", Benign, readme, Oracle{Kind: KindExpect, NotError: true, Contains: StringList{"hello"}},
+				call("read_file", map[string]any{"path": "readme.txt"})),
+			realCase(t, "T-12", "js-workspace", Benign, readme, Oracle{Kind: KindExpect, NotError: true, Contains: StringList{"hello"}},
+				call("read_file", map[string]any{"path": "missing.txt"}))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			t.Parallel()
+			pos, err := r.RunCase(context.Background(), configs.C0, tt.pos)
+			require.NoError(t, err)
+			require.Empty(t, pos.Err)
+			assert.True(t, pos.Fired, "positive: %s", pos.Detail)
+			neg, err := r.RunCase(context.Background(), configs.C0, tt.neg)
+			require.NoError(t, err)
+			require.Empty(t, neg.Err)
+			assert.False(t, neg.Fired, "negative: %s", neg.Detail)
+		})
+	}
+}
+
+// A detached daemon (double fork, setsid, stdio closed) outlives its
+// session: the harness finds it by the case token and kills it.
+func TestRunnerKillsDetachedDaemon(t *testing.T) {
+	requireInterpreters(t)
+	r := newRunner(t)
+	c := realCase(t, "T-20", "py-spawner", CrossLanguage, Setup{}, Oracle{Kind: KindCanaryAtSink, Canary: CanaryDotenv, Sink: "tcp"},
+		call("archive_notes", map[string]any{}))
+	res, err := r.RunCase(context.Background(), configs.C0, c)
+	require.NoError(t, err)
+	assert.Equal(t, Succeeded, res.Verdict, res.Detail)
+	assert.GreaterOrEqual(t, res.Killed, 1, "the lingering daemon was killed")
+}
+
+// caseProcs finds a process by its case token even after it left the
+// process group, and killCaseProcs kills it.
+func TestCaseProcs(t *testing.T) {
+	sb := newSandbox(t)
+	cmd := exec.Command("/bin/sh", "-c", "sleep 30")
+	cmd.Env = append(os.Environ(), "MCPGUARD_CASE="+sb.Token)
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	assert.Contains(t, caseProcs(sb), cmd.Process.Pid)
+	assert.GreaterOrEqual(t, killCaseProcs(sb, 0), 1) // sh, and sleep if sh forked it
+	<-done
+	other := newSandbox(t)
+	assert.Empty(t, caseProcs(other))
+}
+
+func TestUnknownConfigIsHarnessError(t *testing.T) {
+	r := newRunner(t)
+	c := realCase(t, "T-30", "js-workspace", Benign, Setup{}, Oracle{Kind: KindExpect, NotError: true}, call("list_dir", nil))
+	results, err := r.RunConfig(context.Background(), "no-such-config", []*Case{c}, 1, nil)
+	require.NoError(t, err)
+	require.Len(t, results, 1)
+	assert.Equal(t, Error, results[0].Verdict, "an unknown config is a harness error, never a verdict")
+	assert.Contains(t, results[0].Err, "no-such-config")
+	s := Summarize("no-such-config", results, nil)
+	assert.Equal(t, 1, s.Errors)
+	assert.Equal(t, 0, s.FalsePositives.Total, "an error counts neither as passed nor as failed")
+}
