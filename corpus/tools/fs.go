@@ -71,17 +71,9 @@ func strictResolve(roots []string, path string) (string, error) {
 		path = filepath.Join(roots[0], path)
 	}
 	p := filepath.Clean(path)
-	real, err := filepath.EvalSymlinks(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		// A new file: its parent must exist and be inside a root.
-		dir, derr := filepath.EvalSymlinks(filepath.Dir(p))
-		if derr != nil {
-			return "", fmt.Errorf("parent of %s: %w", path, derr)
-		}
-		real, err = filepath.Join(dir, filepath.Base(p)), nil
-	}
+	real, err := resolveExisting(p)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("resolve %s: %w", path, err)
 	}
 	for _, r := range roots {
 		if within(r, real) {
@@ -89,6 +81,29 @@ func strictResolve(roots []string, path string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%w: %s", ErrOutsideRoots, path)
+}
+
+// resolveExisting resolves the symlinks of the longest existing prefix of
+// the clean absolute path p and appends the rest, so a path that does not
+// exist yet (write_file, create_directory with parents) is judged by where
+// it would land.
+func resolveExisting(p string) (string, error) {
+	var rest []string
+	for {
+		real, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(append([]string{real}, rest...)...), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", err
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
 }
 
 func naiveResolve(roots []string, path string) (string, error) {
