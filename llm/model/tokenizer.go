@@ -21,7 +21,7 @@ const (
 )
 
 // Tokenizer splits text the way byte-level BPE tokenizers (GPT-4's cl100k,
-// Qwen2's) do at the pre-tokenizer stage: words carry their leading space,
+// Qwen2's) do at the pre-tokenizer stage: words carry their leading space or punctuation character,
 // digits come in groups of at most three, punctuation and whitespace runs are
 // their own pieces. It then stands in for the learned merges with a length
 // rule: a word of up to wordPiece letters is one token and longer words are
@@ -111,11 +111,12 @@ func split(s string, emit func(string)) {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		c := classOf(r)
 		start := i
-		// A single space before a word or punctuation belongs to it, as in
-		// GPT-style pre-tokenizers (" the", " {").
-		if r == ' ' && i+1 < len(s) {
-			r2, size2 := utf8.DecodeRuneInString(s[i+1:])
-			if c2 := classOf(r2); c2 == clLetter || c2 == clPunct {
+		// One space or punctuation character before a word belongs to it
+		// (" the", ".Stats", "(x"), as in cl100k's pre-tokenizer; a space
+		// also joins the punctuation after it (" {", " :=").
+		if (r == ' ' || c == clPunct) && i+size < len(s) {
+			r2, size2 := utf8.DecodeRuneInString(s[i+size:])
+			if c2 := classOf(r2); c2 == clLetter || (r == ' ' && c2 == clPunct) {
 				i += size
 				r, size, c = r2, size2, c2
 			}
@@ -154,15 +155,19 @@ func split(s string, emit func(string)) {
 			}
 			emit(s[start:i])
 		case clPunct:
-			// Runs of punctuation merge in pairs (":=", "//", "()", "{\n" is
-			// handled by the whitespace rule).
+			// Runs of punctuation merge up to three (":=", "//", "();").
 			n := 0
 			for i < len(s) {
 				r, size = utf8.DecodeRuneInString(s[i:])
 				if classOf(r) != clPunct {
 					break
 				}
-				if n == 2 {
+				if n > 0 && i+size < len(s) {
+					if r2, _ := utf8.DecodeRuneInString(s[i+size:]); classOf(r2) == clLetter {
+						break // r starts the next word
+					}
+				}
+				if n == 3 {
 					emit(s[start:i])
 					start, n = i, 0
 				}
@@ -180,7 +185,7 @@ func split(s string, emit func(string)) {
 					break
 				}
 				if r == ' ' && n > 0 && i+1 < len(s) {
-					if c2 := classOf(rune(s[i+1])); c2 == clLetter || c2 == clPunct {
+					if r2, _ := utf8.DecodeRuneInString(s[i+1:]); classOf(r2) == clLetter || classOf(r2) == clPunct {
 						break
 					}
 				}
