@@ -1,0 +1,599 @@
+//go:build ignore
+
+// SPDX-License-Identifier: GPL-2.0
+//
+// mcpguard L3: BPF LSM programs that confine guarded MCP server process
+// trees. The programs are loaded and attached once (links pinned under
+// /sys/fs/bpf/mcpguard/<version>/) and shared by every session; a session is
+// a policy id (its cgroup's id) plus its entries in the maps, which the Go
+// controller in guard/sandbox writes before the server starts.
+//
+// Membership: a task belongs to a session when its cgroup is in `cgroups`
+// (the session cgroup the server is cloned into, so it is guarded from its
+// first instruction) or its tgid is in `tasks` (added on fork, so a child
+// that leaves the cgroup stays guarded; removed when the whole thread group
+// has exited). Tasks in no session are never restricted.
+//
+// Paths: an open is allowed when the opened inode or one of its ancestors,
+// walking dentries up to the root and crossing mount points, is in
+// `fs_rules` with the needed access. Rules are inode identities (dev, ino),
+// never path strings, so "/ws" cannot admit "/ws-evil", symlinks are judged
+// by their target and a bind or rename does not confuse string prefixes.
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define EPERM 1
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+#define S_IFMT 00170000
+#define S_IFREG 0100000
+#define FMODE_READ 0x1
+#define FMODE_WRITE 0x2
+#define PROC_SUPER_MAGIC 0x9fa0
+
+// Access bits in fs_rules values.
+#define ACC_READ 1
+#define ACC_WRITE 2
+#define ACC_LINKS_OK 4 // files with several hard links are fine below this root
+
+// Event kinds; keep in sync with guard/sandbox/events.go.
+enum event_kind {
+	EV_FILE_OPEN = 1,
+	EV_FILE_HARDLINK = 2,
+	EV_FILE_CREATE = 3,
+	EV_FILE_LINK = 4,
+	EV_NET_CONNECT = 5,
+	EV_NET_SEND = 6,
+	EV_EXEC = 7,
+	EV_FILE_PROC = 8,
+};
+
+#define MAX_DEPTH 64 // dentry levels walked (deeper paths are denied)
+#define NAME_COMPS 8
+#define NAME_LEN 32
+
+struct inode_key {
+	__u64 policy;
+	__u64 ino;
+	__u32 dev; // kernel dev_t: major << 20 | minor
+	__u32 pad;
+};
+
+// LPM key: the policy id (64 bits, host order), 16 bits of port (big endian,
+// 0 = any port), then the IPv6 address (IPv4 as ::ffff:a.b.c.d). prefixlen
+// counts from the policy id, so it is 64 + 16 + the address prefix length.
+struct net_key {
+	__u32 prefixlen;
+	__u8 policy[8];
+	__u8 port[2];
+	__u8 addr[16];
+	__u8 pad[2];
+};
+
+struct event {
+	__u64 policy;
+	__u32 kind;
+	__u32 pid;
+	__u32 tgid;
+	__u32 access;
+	__u64 ino;
+	__u32 dev;
+	__u16 family;
+	__u16 port;
+	__u8 addr[16];
+	__u32 ncomp;    // path components in path[i*NAME_LEN], leaf first
+	__u32 complete; // the component walk reached the root
+	char comm[16];
+	char path[NAME_COMPS * NAME_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u64);   // cgroup id
+	__type(value, __u64); // policy id
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cgroups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);   // tgid
+	__type(value, __u64); // policy id
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct inode_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} fs_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct inode_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} exec_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 1024);
+	__type(key, struct net_key);
+	__type(value, __u32);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} net_rules SEC(".maps");
+
+// Each session has its own ring buffer, so concurrent sessions (in one
+// process or several) never read each other's denials.
+struct session_events {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, 256);
+	__type(key, __u64); // policy id
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct session_events);
+} events SEC(".maps");
+
+// Force BTF for the types the Go side encodes.
+const struct event *unused_event __attribute__((unused));
+const struct inode_key *unused_inode_key __attribute__((unused));
+const struct net_key *unused_net_key __attribute__((unused));
+
+// guarded returns the current task's policy id, 0 when it is in no session.
+static __always_inline __u64 guarded(void)
+{
+	__u64 cg = bpf_get_current_cgroup_id();
+	__u64 *p = bpf_map_lookup_elem(&cgroups, &cg);
+	if (p)
+		return *p;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	p = bpf_map_lookup_elem(&tasks, &tgid);
+	return p ? *p : 0;
+}
+
+static __always_inline struct mount *real_mount(struct vfsmount *m)
+{
+	return (struct mount *)((void *)m - bpf_core_field_offset(struct mount, mnt));
+}
+
+static __always_inline int inode_key_of(__u64 policy, struct dentry *d, struct inode_key *k)
+{
+	k->policy = policy;
+	struct inode *i = BPF_CORE_READ(d, d_inode);
+	if (!i)
+		return -1;
+	k->ino = BPF_CORE_READ(i, i_ino);
+	k->dev = BPF_CORE_READ(i, i_sb, s_dev);
+	k->pad = 0;
+	return 0;
+}
+
+// Verdicts of walk().
+#define W_DENY 0
+#define W_SELF 1      // the inode itself is allowed
+#define W_ANCESTOR 2  // an ancestor directory is allowed
+#define W_LINKS_OK 3  // an ancestor with ACC_LINKS_OK is allowed
+#define W_INTERNAL 4  // a kernel-internal mount (pipe, socket, memfd reopened via /proc)
+
+struct walk_ctx {
+	__u64 policy;
+	struct dentry *d;
+	struct mount *mnt;
+	__u32 need;
+	__u32 depth;
+	int verdict;
+};
+
+// walk_step is one level of walk(), run by bpf_loop so that the verifier
+// checks it once instead of once per level.
+static long walk_step(__u64 idx, struct walk_ctx *c)
+{
+	struct inode_key k = {};
+	struct dentry *d = c->d;
+	struct mount *mnt = c->mnt;
+
+	if (inode_key_of(c->policy, d, &k) == 0) {
+		__u32 *acc = bpf_map_lookup_elem(&fs_rules, &k);
+		if (acc && (*acc & c->need) == c->need) {
+			if (c->depth == 0)
+				c->verdict = W_SELF;
+			else
+				c->verdict = (*acc & ACC_LINKS_OK) ? W_LINKS_OK : W_ANCESTOR;
+			return 1;
+		}
+	}
+	c->depth++;
+	struct dentry *root = BPF_CORE_READ(mnt, mnt.mnt_root);
+	if (d == root) {
+		struct mount *parent = BPF_CORE_READ(mnt, mnt_parent);
+		if (parent == mnt) {
+			// Top of a mount tree: the namespace root, or a
+			// kernel-internal mount (mnt_ns == ERR_PTR(-EINVAL)).
+			void *ns = BPF_CORE_READ(mnt, mnt_ns);
+			if ((long)ns == -22)
+				c->verdict = W_INTERNAL;
+			return 1;
+		}
+		c->d = BPF_CORE_READ(mnt, mnt_mountpoint);
+		c->mnt = parent;
+		return 0;
+	}
+	struct dentry *up = BPF_CORE_READ(d, d_parent);
+	if (up == d)
+		return 1; // disconnected
+	c->d = up;
+	return 0;
+}
+
+// walk looks for a rule granting need on d or one of its ancestors, crossing
+// mount points up to the root of the mount tree.
+static __always_inline int walk(__u64 policy, struct dentry *d, struct vfsmount *vm, __u32 need)
+{
+	struct walk_ctx c = {.policy = policy, .d = d, .mnt = real_mount(vm), .need = need, .verdict = W_DENY};
+	bpf_loop(MAX_DEPTH, walk_step, &c, 0);
+	return c.verdict;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct event);
+} scratch SEC(".maps");
+
+struct name_ctx {
+	struct dentry *d;
+	struct mount *mnt;
+};
+
+static long name_step(__u64 idx, struct name_ctx *c)
+{
+	__u32 zero = 0;
+	struct event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e || e->ncomp >= NAME_COMPS)
+		return 1;
+	struct dentry *d = c->d;
+	struct mount *mnt = c->mnt;
+	struct dentry *root = BPF_CORE_READ(mnt, mnt.mnt_root);
+	if (d == root) {
+		struct mount *parent = BPF_CORE_READ(mnt, mnt_parent);
+		if (parent == mnt) {
+			e->complete = 1;
+			return 1;
+		}
+		c->d = BPF_CORE_READ(mnt, mnt_mountpoint);
+		c->mnt = parent;
+		return 0;
+	}
+	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+	bpf_probe_read_kernel_str(&e->path[(e->ncomp & (NAME_COMPS - 1)) * NAME_LEN], NAME_LEN, name);
+	e->ncomp++;
+	struct dentry *up = BPF_CORE_READ(d, d_parent);
+	if (up == d)
+		return 1;
+	c->d = up;
+	return 0;
+}
+
+// new_event returns the per-CPU scratch event, reset and stamped; it is
+// sent with send_event. (Built outside the ring buffer so that the bpf_loop
+// callbacks can fill it.)
+static __always_inline struct event *new_event(__u64 policy, __u32 kind)
+{
+	__u32 zero = 0;
+	struct event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return NULL;
+	__builtin_memset(e, 0, sizeof(*e));
+	__u64 id = bpf_get_current_pid_tgid();
+	e->policy = policy;
+	e->kind = kind;
+	e->pid = (__u32)id;
+	e->tgid = id >> 32;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	return e;
+}
+
+static __always_inline void send_event(struct event *e)
+{
+	__u64 policy = e->policy;
+	void *rb = bpf_map_lookup_elem(&events, &policy);
+	if (rb)
+		bpf_ringbuf_output(rb, e, sizeof(*e), 0);
+}
+
+// name_path fills e's path components from d upwards (leaf first).
+static __always_inline void name_path(struct dentry *d, struct vfsmount *vm)
+{
+	struct name_ctx c = {.d = d, .mnt = real_mount(vm)};
+	bpf_loop(MAX_DEPTH, name_step, &c, 0);
+}
+
+static __always_inline void report_path(__u64 policy, __u32 kind, __u32 need, struct dentry *d,
+					struct vfsmount *vm)
+{
+	struct event *e = new_event(policy, kind);
+	if (!e)
+		return;
+	struct inode_key k = {};
+	inode_key_of(policy, d, &k);
+	e->ino = k.ino;
+	e->dev = k.dev;
+	e->access = need;
+	name_path(d, vm);
+	send_event(e);
+}
+
+SEC("lsm/file_open")
+int BPF_PROG(file_guard, struct file *file)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
+	struct vfsmount *vm = BPF_CORE_READ(file, f_path.mnt);
+	__u32 mode = BPF_CORE_READ(file, f_mode);
+	__u32 need = 0;
+	if (mode & FMODE_READ)
+		need |= ACC_READ;
+	if (mode & FMODE_WRITE)
+		need |= ACC_WRITE;
+	if (need == 0)
+		need = ACC_READ; // O_PATH-like opens still need the file to be visible
+
+	// /proc/<pid>/... of another process (its environ, cmdline, fds, mem)
+	// is denied even though /proc is readable: the proxy's environment
+	// holds what the server's was stripped of.
+	struct inode *fi = BPF_CORE_READ(file, f_inode);
+	if (BPF_CORE_READ(fi, i_sb, s_magic) == PROC_SUPER_MAGIC) {
+		struct proc_inode *pi = (struct proc_inode *)((void *)fi -
+			bpf_core_field_offset(struct proc_inode, vfs_inode));
+		struct pid *p = BPF_CORE_READ(pi, pid);
+		if (p) {
+			struct task_struct *t = bpf_get_current_task_btf();
+			if (p != t->thread_pid && p != BPF_CORE_READ(t, signal, pids[PIDTYPE_TGID])) {
+				report_path(policy, EV_FILE_PROC, need, d, vm);
+				return -EPERM;
+			}
+		}
+	}
+
+	int v = walk(policy, d, vm, need);
+	if (v == W_DENY) {
+		report_path(policy, EV_FILE_OPEN, need, d, vm);
+		return -EPERM;
+	}
+	if (v == W_ANCESTOR) {
+		// A regular file with several names, reached through an allowed
+		// directory: another of its names may be in a denied area (a hard
+		// link planted in the workspace pointing at a secret). Allowed only
+		// when the file itself or a links-ok root admits it.
+		struct inode *ino = BPF_CORE_READ(file, f_inode);
+		__u16 imode = BPF_CORE_READ(ino, i_mode);
+		__u32 nlink = BPF_CORE_READ(ino, __i_nlink);
+		if ((imode & S_IFMT) == S_IFREG && nlink > 1) {
+			report_path(policy, EV_FILE_HARDLINK, need, d, vm);
+			return -EPERM;
+		}
+	}
+	return 0;
+}
+
+// Creating a name needs write access to the directory. path_mknod also runs
+// for open(O_CREAT) before the file exists, so a denied staging file is not
+// even created empty.
+static __always_inline int dir_write(const struct path *dir, struct dentry *child)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	struct dentry *d = BPF_CORE_READ(dir, dentry);
+	struct vfsmount *vm = BPF_CORE_READ(dir, mnt);
+	if (walk(policy, d, vm, ACC_WRITE) != W_DENY)
+		return 0;
+	struct event *e = new_event(policy, EV_FILE_CREATE);
+	if (e) {
+		e->access = ACC_WRITE;
+		name_path(d, vm);
+		if (e->ncomp > NAME_COMPS - 1) {
+			e->ncomp = NAME_COMPS - 1;
+			e->complete = 0;
+		}
+		// The new name goes in the last slot; userspace appends it.
+		const unsigned char *name = BPF_CORE_READ(child, d_name.name);
+		bpf_probe_read_kernel_str(&e->path[(NAME_COMPS - 1) * NAME_LEN], NAME_LEN, name);
+		e->access |= 0x100; // marks "last slot holds the new name"
+		send_event(e);
+	}
+	return -EPERM;
+}
+
+SEC("lsm/path_mknod")
+int BPF_PROG(create_guard, const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev)
+{
+	return dir_write(dir, dentry);
+}
+
+SEC("lsm/path_mkdir")
+int BPF_PROG(mkdir_guard, const struct path *dir, struct dentry *dentry, umode_t mode)
+{
+	return dir_write(dir, dentry);
+}
+
+SEC("lsm/path_symlink")
+int BPF_PROG(symlink_guard, const struct path *dir, struct dentry *dentry, const char *old_name)
+{
+	return dir_write(dir, dentry);
+}
+
+SEC("lsm/path_unlink")
+int BPF_PROG(unlink_guard, const struct path *dir, struct dentry *dentry)
+{
+	return dir_write(dir, dentry);
+}
+
+SEC("lsm/path_rename")
+int BPF_PROG(rename_guard, const struct path *old_dir, struct dentry *old_dentry,
+	     const struct path *new_dir, struct dentry *new_dentry, unsigned int flags)
+{
+	int r = dir_write(old_dir, old_dentry);
+	if (r)
+		return r;
+	return dir_write(new_dir, new_dentry);
+}
+
+// Hard links are refused outright: a link to a secret placed in the
+// workspace would otherwise carry the workspace's rules.
+SEC("lsm/path_link")
+int BPF_PROG(link_guard, struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	struct event *e = new_event(policy, EV_FILE_LINK);
+	if (e) {
+		struct vfsmount *vm = BPF_CORE_READ(new_dir, mnt);
+		name_path(old_dentry, vm);
+		e->complete = 0; // old_dentry may live on another mount than vm
+		send_event(e);
+	}
+	return -EPERM;
+}
+
+static __always_inline int net_allowed(struct net_key *k)
+{
+	if (bpf_map_lookup_elem(&net_rules, k))
+		return 1;
+	k->port[0] = 0;
+	k->port[1] = 0;
+	return bpf_map_lookup_elem(&net_rules, k) != NULL;
+}
+
+// check_addr returns 0 when the destination is allowed, -EPERM otherwise
+// (and reports it). Families other than IPv4 and IPv6 are not policed here.
+static __always_inline int check_addr(__u64 policy, __u32 kind, struct sockaddr *sa)
+{
+	struct net_key k = {};
+	__builtin_memcpy(k.policy, &policy, 8);
+	__u16 family = 0;
+	__u16 port = 0;
+
+	bpf_probe_read_kernel(&family, sizeof(family), &sa->sa_family);
+	if (family == AF_INET) {
+		struct sockaddr_in in = {};
+		bpf_probe_read_kernel(&in, sizeof(in), sa);
+		k.addr[10] = 0xff;
+		k.addr[11] = 0xff;
+		__builtin_memcpy(&k.addr[12], &in.sin_addr.s_addr, 4);
+		port = bpf_ntohs(in.sin_port);
+	} else if (family == AF_INET6) {
+		struct sockaddr_in6 in6 = {};
+		bpf_probe_read_kernel(&in6, sizeof(in6), sa);
+		__builtin_memcpy(k.addr, &in6.sin6_addr, 16);
+		port = bpf_ntohs(in6.sin6_port);
+	} else {
+		return 0;
+	}
+	k.prefixlen = 64 + 16 + 128;
+	k.port[0] = port >> 8;
+	k.port[1] = port & 0xff;
+	struct net_key full = k;
+	if (net_allowed(&k))
+		return 0;
+	struct event *e = new_event(policy, kind);
+	if (e) {
+		e->family = family;
+		e->port = port;
+		__builtin_memcpy(e->addr, full.addr, 16);
+		send_event(e);
+	}
+	return -EPERM;
+}
+
+SEC("lsm/socket_connect")
+int BPF_PROG(net_guard, struct socket *sock, struct sockaddr *address, int addrlen)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	return check_addr(policy, EV_NET_CONNECT, address);
+}
+
+// Unconnected sends (UDP sendto/sendmsg with a destination, TCP fast open)
+// name their destination per message.
+SEC("lsm/socket_sendmsg")
+int BPF_PROG(send_guard, struct socket *sock, struct msghdr *msg, int size)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	void *name = BPF_CORE_READ(msg, msg_name);
+	if (!name)
+		return 0;
+	return check_addr(policy, EV_NET_SEND, (struct sockaddr *)name);
+}
+
+// Exec is allowed only for allow-listed inodes. Fileless exec (a memfd run
+// through execveat) has an inode on a kernel-internal mount that no rule can
+// name, so it is denied. For a script, this runs for the script and again
+// for its interpreter: both must be listed.
+SEC("lsm/bprm_check_security")
+int BPF_PROG(proc_guard, struct linux_binprm *bprm)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	struct inode_key k = {};
+	struct dentry *d = BPF_CORE_READ(bprm, file, f_path.dentry);
+	if (inode_key_of(policy, d, &k) == 0 && bpf_map_lookup_elem(&exec_rules, &k))
+		return 0;
+	struct event *e = new_event(policy, EV_EXEC);
+	if (e) {
+		e->ino = k.ino;
+		e->dev = k.dev;
+		const char *fn = BPF_CORE_READ(bprm, filename);
+		bpf_probe_read_kernel_str(e->path, sizeof(e->path), fn);
+		send_event(e);
+	}
+	return -EPERM;
+}
+
+// fork_guard carries membership to every child, so a child that moves to
+// another cgroup, or a daemon that double-forks away, stays guarded.
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(fork_guard, struct task_struct *parent, struct task_struct *child)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	__u32 tgid = child->tgid;
+	bpf_map_update_elem(&tasks, &tgid, &policy, BPF_ANY);
+	return 0;
+}
+
+// exit_guard forgets a tgid once its whole thread group has exited.
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(exit_guard, struct task_struct *p)
+{
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return 0;
+	__u32 tgid = p->tgid;
+	bpf_map_delete_elem(&tasks, &tgid);
+	return 0;
+}
