@@ -1,0 +1,395 @@
+package firewall
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ClassifierAPI names the request and response shape of a classification endpoint.
+type ClassifierAPI string
+
+// Supported classifier APIs.
+const (
+	// TEI is Hugging Face text-embeddings-inference: POST /predict
+	// {"inputs": "..."} -> [{"label","score"}...].
+	TEI ClassifierAPI = "tei"
+	// VLLM is vLLM's classification API: POST /classify {"model","input"}
+	// -> {"data":[{"label","probs"}]}.
+	VLLM ClassifierAPI = "vllm"
+)
+
+// ErrClassifier wraps classifier endpoint failures (before the error policy applies).
+var ErrClassifier = errors.New("classifier endpoint failed")
+
+// PromptGuardOptions configure a PromptGuard scanner. Zero values mean the defaults.
+type PromptGuardOptions struct {
+	// URL is the server's base URL, e.g. http://127.0.0.1:8080; the API's
+	// path (/predict, /classify) is appended.
+	URL string
+	API ClassifierAPI // default TEI
+	// Model is sent to vLLM (its served model name).
+	Model string
+	// Threshold blocks at a malicious score >= it (default 0.9).
+	Threshold float64
+	// MaxSegmentTokens bounds one segment, special tokens included (default 512).
+	MaxSegmentTokens int
+	// CountTokens estimates a text's tokens (default EstimateTokens).
+	CountTokens func(string) int
+	// Concurrency is the number of segments in flight (default 4).
+	Concurrency int
+	// Timeout bounds one request (default 30 s).
+	Timeout time.Duration
+	// MaliciousLabels are the TEI labels whose score counts as malicious
+	// (default MALICIOUS, LABEL_1, INJECTION, JAILBREAK).
+	MaliciousLabels []string
+	// MaliciousIndex is the index in vLLM's probs of the malicious class
+	// (default 1: Llama-Prompt-Guard-2's id2label is {0: benign, 1: malicious}).
+	MaliciousIndex int
+	OnError        OnError
+	HTTPClient     *http.Client
+}
+
+// PromptGuard is a PromptGuard-style classifier scanner: it sends the text,
+// in segments of at most MaxSegmentTokens, to a classification endpoint
+// serving a model such as Llama-Prompt-Guard-2-86M, and blocks when the
+// highest malicious score reaches the threshold.
+type PromptGuard struct {
+	o      PromptGuardOptions
+	url    string
+	labels map[string]bool
+}
+
+// NewPromptGuard checks o and fills in defaults.
+func NewPromptGuard(o PromptGuardOptions) (*PromptGuard, error) {
+	if o.URL == "" {
+		return nil, errors.New("promptguard: no endpoint URL")
+	}
+	if o.API == "" {
+		o.API = TEI
+	}
+	if o.Threshold <= 0 {
+		o.Threshold = 0.9
+	}
+	if o.MaxSegmentTokens <= 0 {
+		o.MaxSegmentTokens = 512
+	}
+	if o.MaxSegmentTokens < 8 {
+		return nil, fmt.Errorf("promptguard: segments of %d tokens are too small", o.MaxSegmentTokens)
+	}
+	if o.CountTokens == nil {
+		o.CountTokens = EstimateTokens
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if len(o.MaliciousLabels) == 0 {
+		o.MaliciousLabels = []string{"MALICIOUS", "LABEL_1", "INJECTION", "JAILBREAK"}
+	}
+	if o.MaliciousIndex <= 0 {
+		o.MaliciousIndex = 1
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.Concurrency}}
+	}
+	base := strings.TrimRight(o.URL, "/")
+	p := &PromptGuard{o: o, labels: map[string]bool{}}
+	switch o.API {
+	case TEI:
+		p.url = base + "/predict"
+	case VLLM:
+		p.url = base + "/classify"
+	default:
+		return nil, fmt.Errorf("promptguard: unknown API %q (want tei or vllm)", o.API)
+	}
+	for _, l := range o.MaliciousLabels {
+		p.labels[strings.ToUpper(l)] = true
+	}
+	return p, nil
+}
+
+// Name implements Scanner.
+func (p *PromptGuard) Name() string { return "promptguard" }
+
+// Scan implements Scanner: segments are classified concurrently, and the
+// scan stops early once one crosses the threshold.
+func (p *PromptGuard) Scan(ctx context.Context, msg Message, _ []Message) (Decision, error) {
+	segs := Segment(msg.Content, p.o.MaxSegmentTokens-2, p.o.CountTokens) // [CLS] and [SEP]
+	if len(segs) == 0 {
+		return Decision{Action: Allow, Scanner: p.Name()}, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		maxScore float64
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, p.o.Concurrency)
+	for _, seg := range segs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			score, err := p.classify(ctx, seg)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil && ctx.Err() == nil {
+					firstErr = err
+					cancel()
+				}
+				return
+			}
+			maxScore = max(maxScore, score)
+			if maxScore >= p.o.Threshold {
+				cancel() // the verdict is known
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr == nil && maxScore < p.o.Threshold && ctx.Err() != nil {
+		firstErr = ctx.Err() // the caller's context ended
+	}
+	if firstErr != nil && maxScore < p.o.Threshold {
+		return onError(p.o.OnError, p.Name(), firstErr)
+	}
+	d := Decision{Action: Allow, Score: maxScore, Scanner: p.Name()}
+	if maxScore >= p.o.Threshold {
+		d.Action = Block
+		d.Reason = fmt.Sprintf("classifier malicious score %.3f >= %.2f", maxScore, p.o.Threshold)
+	}
+	return d, nil
+}
+
+// classify sends one segment and returns its malicious score.
+func (p *PromptGuard) classify(ctx context.Context, text string) (float64, error) {
+	var body any
+	if p.o.API == TEI {
+		body = struct {
+			Inputs   string `json:"inputs"`
+			Truncate bool   `json:"truncate"`
+		}{text, true}
+	} else {
+		body = struct {
+			Model string `json:"model,omitempty"`
+			Input string `json:"input"`
+		}{p.o.Model, text}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(b))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrClassifier, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.o.HTTPClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrClassifier, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, fmt.Errorf("%w: read %s: %v", ErrClassifier, p.url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%w: %s: %s: %.200s", ErrClassifier, p.url, resp.Status, data)
+	}
+	var score float64
+	if p.o.API == TEI {
+		score, err = p.parseTEI(data)
+	} else {
+		score, err = p.parseVLLM(data)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %v", ErrClassifier, p.url, err)
+	}
+	return score, nil
+}
+
+type labelScore struct {
+	Label string   `json:"label"`
+	Score *float64 `json:"score"`
+}
+
+// parseTEI reads [{"label","score"}...] (or a one-element batch of it).
+func (p *PromptGuard) parseTEI(data []byte) (float64, error) {
+	var flat []labelScore
+	if err := json.Unmarshal(data, &flat); err != nil {
+		var batch [][]labelScore
+		if err2 := json.Unmarshal(data, &batch); err2 != nil || len(batch) != 1 {
+			return 0, fmt.Errorf("response is not a TEI prediction: %.100q", data)
+		}
+		flat = batch[0]
+	}
+	if len(flat) == 0 {
+		return 0, errors.New("empty prediction")
+	}
+	score, seen := 0.0, false
+	for _, ls := range flat {
+		if ls.Score == nil || *ls.Score < 0 || *ls.Score > 1 {
+			return 0, fmt.Errorf("label %q: score missing or outside [0,1]", ls.Label)
+		}
+		if p.labels[strings.ToUpper(ls.Label)] {
+			score, seen = max(score, *ls.Score), true
+		}
+	}
+	if !seen {
+		return 0, fmt.Errorf("no malicious label among %d labels (want one of %v)", len(flat), p.o.MaliciousLabels)
+	}
+	return score, nil
+}
+
+// parseVLLM reads {"data":[{"probs":[...]}]}.
+func (p *PromptGuard) parseVLLM(data []byte) (float64, error) {
+	var r struct {
+		Data []struct {
+			Probs []float64 `json:"probs"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return 0, fmt.Errorf("response is not a vLLM classification: %.100q", data)
+	}
+	if len(r.Data) != 1 {
+		return 0, fmt.Errorf("want 1 classification, got %d", len(r.Data))
+	}
+	probs := r.Data[0].Probs
+	if p.o.MaliciousIndex >= len(probs) {
+		return 0, fmt.Errorf("%d classes, no malicious class at index %d", len(probs), p.o.MaliciousIndex)
+	}
+	s := probs[p.o.MaliciousIndex]
+	if s < 0 || s > 1 {
+		return 0, fmt.Errorf("probability %v outside [0,1]", s)
+	}
+	return s, nil
+}
+
+// EstimateTokens over-estimates the tokens a subword tokenizer (DeBERTa's
+// SentencePiece, byte-level BPE) makes of text, so that segments cut by it
+// fit the model: a letter or digit run counts one token per 3 characters
+// (real vocabularies average about 4 on prose), every other ASCII symbol
+// and every non-ASCII character one each, and each whitespace run one.
+func EstimateTokens(text string) int {
+	n, run := 0, 0
+	flush := func() {
+		n += (run + 2) / 3
+		run = 0
+	}
+	space := false
+	for _, r := range text {
+		switch {
+		case r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+			run++
+			space = false
+		case unicode.IsSpace(r):
+			flush()
+			if !space {
+				n++
+			}
+			space = true
+		default:
+			flush()
+			n++
+			space = false
+		}
+	}
+	flush()
+	return n
+}
+
+// Segment cuts text into consecutive pieces of at most budget tokens by
+// count, at whitespace where it can; a word longer than the budget is cut
+// by characters. Concatenated, the pieces give text back.
+func Segment(text string, budget int, count func(string) int) []string {
+	if text == "" {
+		return nil
+	}
+	if budget < 1 {
+		budget = 1
+	}
+	if count(text) <= budget {
+		return []string{text}
+	}
+	var segs []string
+	start, used := 0, 0
+	// Walk words (a word with the whitespace before it).
+	for i := 0; i < len(text); {
+		j := nextWord(text, i)
+		w := count(text[i:j])
+		if used > 0 && used+w > budget {
+			segs = append(segs, text[start:i])
+			start, used = i, 0
+		}
+		if w > budget { // a giant word: cut it by characters
+			k := i
+			for k < j {
+				m, u := k, 0
+				for m < j {
+					_, size := utf8.DecodeRuneInString(text[m:])
+					if u+count(text[m:m+size]) > budget && m > k {
+						break
+					}
+					u += count(text[m : m+size])
+					m += size
+				}
+				if m == j {
+					used = u // the tail stays open for following words
+					break
+				}
+				segs = append(segs, text[start:m])
+				start, k = m, m
+			}
+			i = j
+			continue
+		}
+		used += w
+		i = j
+	}
+	if start < len(text) {
+		segs = append(segs, text[start:])
+	}
+	return segs
+}
+
+// nextWord returns the end of the word starting at i: leading whitespace,
+// then everything up to the next whitespace.
+func nextWord(s string, i int) int {
+	j := i
+	for j < len(s) {
+		r, size := utf8.DecodeRuneInString(s[j:])
+		if !unicode.IsSpace(r) {
+			break
+		}
+		j += size
+	}
+	for j < len(s) {
+		r, size := utf8.DecodeRuneInString(s[j:])
+		if unicode.IsSpace(r) {
+			break
+		}
+		j += size
+	}
+	return j
+}
