@@ -28,7 +28,9 @@ func tags(s string) string {
 	return b.String()
 }
 
-func toolMsg(s string) firewall.Message { return firewall.Message{Role: firewall.RoleTool, ToolName: "read_file", Content: s} }
+func toolMsg(s string) firewall.Message {
+	return firewall.Message{Role: firewall.RoleTool, ToolName: "read_file", Content: s}
+}
 
 func scan(t *testing.T, s firewall.Scanner, content string) firewall.Decision {
 	t.Helper()
