@@ -1,0 +1,265 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpguard/mcpguard/bpf"
+	"github.com/mcpguard/mcpguard/guard/policy"
+)
+
+// FileRule admits a file or directory tree (by its inode: a directory
+// admits what is below it, across mount points).
+type FileRule struct {
+	Path   string
+	Access uint32 // bpf.AccRead | bpf.AccWrite | bpf.AccLinksOK
+}
+
+// NetRule admits a destination prefix on one port (0: any port).
+type NetRule struct {
+	Prefix netip.Prefix
+	Port   uint16
+}
+
+// Rules are a policy compiled for the kernel, before paths are turned into
+// inodes.
+type Rules struct {
+	Files []FileRule
+	Exec  []string
+	Net   []NetRule
+}
+
+// Baseline is what every guarded server may read (or write) besides its
+// policy: the system's libraries and interpreters, name-service and TLS
+// configuration, /proc and /sys (another process's /proc/<pid> stays
+// denied in the kernel), and the harmless device nodes. It leaves out the
+// rest of /etc (shadow, ssh host keys), home directories, /tmp, /var and
+// /dev/shm. Hard links below the system trees are normal (ACC_LINKS_OK).
+func Baseline() []FileRule {
+	ro := bpf.AccRead | bpf.AccLinksOK
+	rw := bpf.AccRead | bpf.AccWrite
+	var r []FileRule
+	for _, p := range []string{"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
+		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+		"/etc/hosts", "/etc/host.conf", "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/gai.conf",
+		"/etc/ssl", "/etc/ca-certificates", "/etc/mime.types", "/etc/os-release",
+		"/etc/python3", "/etc/python3.11", "/etc/alternatives",
+		"/proc", "/sys", "/dev/urandom", "/dev/random", "/dev/zero"} {
+		r = append(r, FileRule{Path: p, Access: ro})
+	}
+	for _, p := range []string{"/dev/null", "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx"} {
+		r = append(r, FileRule{Path: p, Access: rw})
+	}
+	return r
+}
+
+// Resolver looks up host names in network rules.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Compile turns a policy into kernel rules. Write roots are readable too.
+// Each exec allow-list entry is also readable (the kernel opens a binary
+// before it runs it). Host names are resolved now (a name is a set of
+// addresses to the kernel); "localhost" is 127.0.0.1 and ::1 without DNS.
+func Compile(ctx context.Context, p *policy.Policy, r Resolver) (Rules, error) {
+	var out Rules
+	for _, path := range p.Filesystem.Read {
+		if !filepath.IsAbs(path) {
+			return Rules{}, fmt.Errorf("filesystem read root %q: not absolute", path)
+		}
+		out.Files = append(out.Files, FileRule{Path: filepath.Clean(path), Access: bpf.AccRead})
+	}
+	for _, path := range p.Filesystem.Write {
+		if !filepath.IsAbs(path) {
+			return Rules{}, fmt.Errorf("filesystem write root %q: not absolute", path)
+		}
+		out.Files = append(out.Files, FileRule{Path: filepath.Clean(path), Access: bpf.AccRead | bpf.AccWrite})
+	}
+	for _, path := range p.Exec.Allow {
+		if !filepath.IsAbs(path) {
+			return Rules{}, fmt.Errorf("exec %q: not absolute", path)
+		}
+		out.Exec = append(out.Exec, filepath.Clean(path))
+		out.Files = append(out.Files, FileRule{Path: filepath.Clean(path), Access: bpf.AccRead | bpf.AccLinksOK})
+	}
+	for _, rule := range p.Network.Allow {
+		prefixes, err := hostPrefixes(ctx, rule.Host, r)
+		if err != nil {
+			return Rules{}, err
+		}
+		ports := []uint16{0}
+		if len(rule.Ports) > 0 {
+			ports = ports[:0]
+			for _, port := range rule.Ports {
+				if port < 1 || port > 65535 {
+					return Rules{}, fmt.Errorf("network rule %q: port %d out of range", rule.Host, port)
+				}
+				ports = append(ports, uint16(port))
+			}
+		}
+		for _, pr := range prefixes {
+			for _, port := range ports {
+				out.Net = append(out.Net, NetRule{Prefix: pr, Port: port})
+			}
+		}
+	}
+	return out, nil
+}
+
+// hostPrefixes turns a rule's host (an IP, a CIDR prefix, "*" or a name)
+// into prefixes.
+func hostPrefixes(ctx context.Context, host string, r Resolver) ([]netip.Prefix, error) {
+	switch host {
+	case "":
+		return nil, errors.New("network rule: empty host")
+	case "*":
+		return []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}, nil
+	case "localhost":
+		return []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}, nil
+	}
+	if strings.Contains(host, "/") {
+		pr, err := netip.ParsePrefix(host)
+		if err != nil {
+			return nil, fmt.Errorf("network rule %q: %w", host, err)
+		}
+		return []netip.Prefix{pr.Masked()}, nil
+	}
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return []netip.Prefix{netip.PrefixFrom(a, a.BitLen())}, nil
+	}
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, fmt.Errorf("network rule %q: resolve: %w", host, err)
+	}
+	var out []netip.Prefix
+	for _, a := range addrs {
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// NetKey encodes a rule as the kernel's LPM key: IPv4 prefixes become
+// IPv4-mapped IPv6 prefixes, so an AF_INET6 connect to ::ffff:127.0.0.1
+// meets the same rule as an AF_INET connect to 127.0.0.1.
+func NetKey(policyID uint64, pr netip.Prefix, port uint16) bpf.NetKey {
+	var k bpf.NetKey
+	addr := pr.Addr()
+	bits := pr.Bits()
+	a16 := addr.As16()
+	if addr.Is4() {
+		bits += 96
+		a16 = v4mapped(addr.As4())
+	}
+	k.Prefixlen = uint32(bpf.NetPrefixBase + bits)
+	putPolicy(k.Policy[:], policyID)
+	k.Port = [2]uint8{uint8(port >> 8), uint8(port)}
+	k.Addr = a16
+	return k
+}
+
+func v4mapped(a [4]byte) [16]byte {
+	var b [16]byte
+	b[10], b[11] = 0xff, 0xff
+	copy(b[12:], a[:])
+	return b
+}
+
+// putPolicy writes the policy id in host (little-endian) order, as the BPF
+// side copies it from a u64.
+func putPolicy(b []byte, id uint64) {
+	for i := range 8 {
+		b[i] = byte(id >> (8 * i))
+	}
+}
+
+// KernelDev converts a stat(2) st_dev to the kernel's internal dev_t
+// (major << 20 | minor), which is what inode->i_sb->s_dev holds.
+func KernelDev(stDev uint64) uint32 {
+	return unix.Major(stDev)<<20 | unix.Minor(stDev)
+}
+
+// InodeKeyOf names path's inode (following symlinks) for the kernel.
+func InodeKeyOf(policyID uint64, path string) (bpf.InodeKey, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return bpf.InodeKey{}, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return bpf.InodeKey{Policy: policyID, Ino: st.Ino, Dev: KernelDev(st.Dev)}, nil
+}
+
+// ServerFiles returns the rules a server's own command needs: its
+// executable (and a script's interpreter) may run, and the directories of
+// the executable and of the file arguments (server.py, server.js, ...) are
+// readable, so the interpreter can load the server's code and modules.
+func ServerFiles(path string, args []string) (files []FileRule, exec []string) {
+	add := func(p string) {
+		if !slices.Contains(exec, p) {
+			exec = append(exec, p)
+			files = append(files, FileRule{Path: p, Access: bpf.AccRead | bpf.AccLinksOK})
+		}
+	}
+	addDir := func(d string) {
+		for _, f := range files {
+			if f.Path == d {
+				return
+			}
+		}
+		files = append(files, FileRule{Path: d, Access: bpf.AccRead})
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	add(path)
+	addDir(filepath.Dir(path))
+	if interp := shebang(path); interp != "" {
+		add(interp)
+	}
+	for _, a := range args {
+		if !filepath.IsAbs(a) {
+			continue
+		}
+		if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() {
+			addDir(filepath.Dir(a))
+		}
+	}
+	sort.SliceStable(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, exec
+}
+
+// shebang returns the interpreter of a "#!" script, "" otherwise.
+func shebang(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadSlice('\n')
+	if !bytes.HasPrefix(line, []byte("#!")) {
+		return ""
+	}
+	fields := strings.Fields(string(line[2:]))
+	if len(fields) == 0 {
+		return ""
+	}
+	return fields[0]
+}

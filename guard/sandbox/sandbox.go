@@ -1,0 +1,339 @@
+// Package sandbox is the controller of layer L3's eBPF backend: it checks
+// that the kernel enforces BPF LSM, attaches the programs of package bpf
+// once (pinned under /sys/fs/bpf/mcpguard), and for each guarded server
+// compiles its policy into map entries, starts it straight into a
+// dedicated cgroup v2 that the programs know, turns the kernel's denials
+// into audit events, and kills the whole process tree at the end.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/mcpguard/mcpguard/bpf"
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/policy"
+)
+
+// DefaultPinRoot is where the programs' links and maps are pinned.
+const DefaultPinRoot = "/sys/fs/bpf/mcpguard"
+
+// Options configure a session.
+type Options struct {
+	// PinRoot is the bpffs directory for pins (DefaultPinRoot if empty).
+	PinRoot string
+	// CgroupParent is the cgroup v2 directory under which each session's
+	// cgroup is made (<cgroup2 mount>/mcpguard if empty).
+	CgroupParent string
+	// Server and Config label audit events.
+	Server, Config string
+	// Audit receives one event per kernel denial.
+	Audit *audit.Logger
+	// Resolver resolves host names in network rules (net.DefaultResolver
+	// if nil).
+	Resolver Resolver
+}
+
+// Session confines one server process tree. It implements guard.Sandbox.
+type Session struct {
+	opts   Options
+	pol    *policy.Policy
+	objs   *bpf.Objects
+	rules  Rules
+	cg     *cgroup
+	id     uint64 // policy id: the session cgroup's id
+	rb     *ebpf.Map
+	rd     *ringbuf.Reader
+	done   chan struct{}
+	mu     sync.Mutex
+	keys   []bpf.InodeKey // fs_rules entries written
+	execs  []bpf.InodeKey
+	nets   []bpf.NetKey
+	denied int
+	closed bool
+}
+
+var _ guard.Sandbox = (*Session)(nil)
+
+// New attaches the programs if they are not yet (after a preflight) and
+// compiles p. It fails, with an error wrapping guard.ErrKernelRefused when
+// the kernel refused, if enforcement cannot be had: the caller must not
+// start the server then.
+func New(ctx context.Context, p *policy.Policy, o Options) (*Session, error) {
+	if o.PinRoot == "" {
+		o.PinRoot = DefaultPinRoot
+	}
+	rules, err := Compile(ctx, p, o.Resolver)
+	if err != nil {
+		return nil, fmt.Errorf("compile policy: %w", err)
+	}
+	objs, err := open(o.PinRoot)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{opts: o, pol: p, objs: objs, rules: rules}, nil
+}
+
+// open attaches (after a preflight) or opens the pinned programs' maps.
+func open(root string) (*bpf.Objects, error) {
+	pinned := filepath.Join(root, bpf.Version(), "links", "file_guard")
+	if _, err := syscallStat(pinned); err != nil {
+		// Nothing attached yet: find out whether the kernel will have it
+		// before loading the real programs, for a clear error.
+		if err := Preflight(); err != nil {
+			return nil, err
+		}
+	}
+	objs, err := bpf.Attach(root)
+	if err != nil {
+		if errors.Is(err, bpf.ErrNotBPFFS) {
+			return nil, fmt.Errorf("pinned maps unavailable: %w", err)
+		}
+		return nil, refused("attach programs", err)
+	}
+	return objs, nil
+}
+
+func syscallStat(path string) (syscall.Stat_t, error) {
+	var st syscall.Stat_t
+	err := syscall.Stat(path, &st)
+	return st, err
+}
+
+// Name implements guard.Sandbox.
+func (s *Session) Name() string { return "ebpf" }
+
+// PolicyID is the session's policy id (its cgroup's id); 0 before Prepare.
+func (s *Session) PolicyID() uint64 { return s.id }
+
+// Prepare creates the session cgroup, writes the policy into the maps
+// under the cgroup's id, and makes cmd start inside that cgroup
+// (clone3 with CLONE_INTO_CGROUP), so the server is confined from its
+// first instruction.
+func (s *Session) Prepare(cmd *exec.Cmd) error {
+	parent := s.opts.CgroupParent
+	if parent == "" {
+		mnt, err := cgroup2Mount()
+		if err != nil {
+			return err
+		}
+		parent = filepath.Join(mnt, "mcpguard")
+	}
+	cg, err := newCgroup(parent)
+	if err != nil {
+		return err
+	}
+	s.cg, s.id = cg, cg.id
+	if err := s.load(cmd); err != nil {
+		s.Close()
+		return err
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.UseCgroupFD = true
+	cmd.SysProcAttr.CgroupFD = cg.fd
+	return nil
+}
+
+// load writes the session's map entries and starts reading its denials.
+func (s *Session) load(cmd *exec.Cmd) error {
+	files := append(Baseline(), s.rules.Files...)
+	execs := s.rules.Exec
+	if cmd != nil {
+		f, e := ServerFiles(cmd.Path, cmd.Args[1:])
+		files = append(files, f...)
+		execs = append(execs, e...)
+	}
+	acc := map[bpf.InodeKey]uint32{}
+	for _, f := range files {
+		k, err := InodeKeyOf(s.id, f.Path)
+		if err != nil {
+			continue // a root that does not exist admits nothing
+		}
+		acc[k] |= f.Access
+	}
+	for k, a := range acc {
+		if err := s.objs.FSRules.Put(k, a); err != nil {
+			return fmt.Errorf("write fs rule: %w", err)
+		}
+		s.keys = append(s.keys, k)
+	}
+	for _, p := range execs {
+		k, err := InodeKeyOf(s.id, p)
+		if err != nil {
+			continue
+		}
+		if err := s.objs.ExecRules.Put(k, uint32(1)); err != nil {
+			return fmt.Errorf("write exec rule: %w", err)
+		}
+		s.execs = append(s.execs, k)
+	}
+	for _, n := range s.rules.Net {
+		k := NetKey(s.id, n.Prefix, n.Port)
+		if err := s.objs.NetRules.Put(k, uint32(1)); err != nil {
+			return fmt.Errorf("write net rule: %w", err)
+		}
+		s.nets = append(s.nets, k)
+	}
+	rb, err := s.objs.NewSessionEvents()
+	if err != nil {
+		return err
+	}
+	s.rb = rb
+	if err := s.objs.Events.Put(s.id, rb); err != nil {
+		return fmt.Errorf("register ring buffer: %w", err)
+	}
+	rd, err := ringbuf.NewReader(rb)
+	if err != nil {
+		return fmt.Errorf("ring buffer reader: %w", err)
+	}
+	s.rd = rd
+	s.done = make(chan struct{})
+	go s.read()
+	// Last: from here on, tasks in the cgroup are confined.
+	if err := s.objs.Cgroups.Put(s.id, s.id); err != nil {
+		return fmt.Errorf("register cgroup: %w", err)
+	}
+	return nil
+}
+
+// read turns ring buffer records into audit events until the reader is
+// closed or its deadline passes with nothing left.
+func (s *Session) read() {
+	defer close(s.done)
+	for {
+		rec, err := s.rd.Read()
+		if err != nil {
+			return
+		}
+		ev, err := decodeEvent(rec.RawSample)
+		if err != nil {
+			continue
+		}
+		s.mu.Lock()
+		s.denied++
+		s.mu.Unlock()
+		e := auditEvent(ev)
+		e.Server, e.Config = s.opts.Server, s.opts.Config
+		s.opts.Audit.Log(e)
+	}
+}
+
+// Denials is the number of kernel denials seen so far.
+func (s *Session) Denials() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.denied
+}
+
+// Started implements guard.Sandbox: the server's own pid is tracked too, so
+// it stays confined wherever it moves.
+func (s *Session) Started(pid int) error {
+	if s.id == 0 {
+		return errors.New("started before prepare")
+	}
+	if err := s.objs.Tasks.Put(uint32(pid), s.id); err != nil {
+		return fmt.Errorf("track server pid: %w", err)
+	}
+	return nil
+}
+
+// Close kills every process of the session (those in its cgroup and those
+// tracked by tgid, such as a daemon that double-forked away), waits for
+// them, delivers the last denials, and removes the session's map entries
+// and cgroup. The programs stay attached for other sessions.
+func (s *Session) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	if s.cg != nil {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			s.cg.kill()
+			left := s.killTracked()
+			if (len(s.cg.pids()) == 0 && left == 0) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if s.rd != nil {
+		s.rd.SetDeadline(time.Now().Add(50 * time.Millisecond))
+		<-s.done
+		errs = append(errs, s.rd.Close())
+	}
+	if s.id != 0 {
+		s.objs.Cgroups.Delete(s.id)
+		s.objs.Events.Delete(s.id)
+		s.forgetTasks()
+	}
+	for _, k := range s.keys {
+		s.objs.FSRules.Delete(k)
+	}
+	for _, k := range s.execs {
+		s.objs.ExecRules.Delete(k)
+	}
+	for _, k := range s.nets {
+		s.objs.NetRules.Delete(k)
+	}
+	if s.rb != nil {
+		errs = append(errs, s.rb.Close())
+	}
+	if s.cg != nil {
+		errs = append(errs, s.cg.remove(2*time.Second))
+	}
+	errs = append(errs, s.objs.Close())
+	return errors.Join(errs...)
+}
+
+// killTracked SIGKILLs every tracked tgid of this session that is still
+// alive and returns how many there were.
+func (s *Session) killTracked() int {
+	var (
+		tgid uint32
+		id   uint64
+		n    int
+	)
+	it := s.objs.Tasks.Iterate()
+	for it.Next(&tgid, &id) {
+		if id != s.id {
+			continue
+		}
+		if err := syscall.Kill(int(tgid), syscall.SIGKILL); err == nil {
+			n++
+		} else {
+			s.objs.Tasks.Delete(tgid) // gone without an exit we saw
+		}
+	}
+	return n
+}
+
+func (s *Session) forgetTasks() {
+	var (
+		tgid uint32
+		id   uint64
+		dead []uint32
+	)
+	it := s.objs.Tasks.Iterate()
+	for it.Next(&tgid, &id) {
+		if id == s.id {
+			dead = append(dead, tgid)
+		}
+	}
+	for _, t := range dead {
+		s.objs.Tasks.Delete(t)
+	}
+}
