@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/validate"
 )
 
 // Layer is the name C-AB events and denials carry.
@@ -142,10 +143,16 @@ func NewChecker(m *Manifest) *Checker {
 	return c
 }
 
+// cleanAll canonicalises declared paths (a root given through a symlink
+// matches the resolved paths it is compared with).
 func cleanAll(ps []string) []string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = path.Clean(p)
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		if r, err := validate.NewRoots(p); err == nil && len(r) == 1 {
+			out = append(out, r[0])
+			continue
+		}
+		out = append(out, path.Clean(p))
 	}
 	return out
 }
@@ -226,28 +233,49 @@ func (c *Checker) checkString(name, s string, write bool) *Denial {
 		return nil
 	}
 	if pathNames.MatchString(name) || strings.HasPrefix(s, "/") || strings.HasPrefix(s, "~") || strings.HasPrefix(s, "file://") {
-		p := strings.TrimPrefix(s, "file://")
-		if !path.IsAbs(p) {
-			// Relative paths are taken against the first declared root,
-			// where the server works.
-			base := "/"
-			if roots := append(slices.Clone(c.write), c.read...); len(roots) > 0 {
-				base = roots[0]
-			}
-			p = path.Join(base, p)
+		return c.checkPath(name, s, write)
+	}
+	// An option carrying a path ("--output=/x"), or absolute paths inside
+	// free text (a query's 'VACUUM INTO /x'), are resources the arguments
+	// name too.
+	if strings.HasPrefix(s, "-") {
+		if _, v, ok := strings.Cut(s, "="); ok && (strings.HasPrefix(v, "/") || strings.HasPrefix(v, "~")) {
+			return c.checkPath(name, v, write)
 		}
-		p = path.Clean(p)
-		if within(p, c.write) || !write && within(p, c.read) {
-			return nil
+	}
+	for _, m := range embeddedPath.FindAllStringSubmatch(s, -1) {
+		if d := c.checkPath(name, m[1], write); d != nil {
+			return d
 		}
-		rule := RuleFSRead
-		if write {
-			rule = RuleFSWrite
-		}
-		return &Denial{Rule: rule, Target: p,
-			Reason: fmt.Sprintf("argument %q names %s, outside the manifest's %s paths", name, p, strings.TrimPrefix(rule, "ab.filesystem."))}
 	}
 	return nil
+}
+
+// embeddedPath finds absolute or home-relative paths inside text.
+var embeddedPath = regexp.MustCompile(`(?:^|[\s'"=(,])((?:/|~/)[^\s'"(),;]+)`)
+
+// checkPath resolves p the way the server would (relative to the first
+// declared root, symlinks followed) and checks it against the declared
+// paths.
+func (c *Checker) checkPath(name, s string, write bool) *Denial {
+	p := strings.TrimPrefix(s, "file://")
+	base := "/"
+	if roots := append(slices.Clone(c.write), c.read...); len(roots) > 0 {
+		base = roots[0]
+	}
+	canon, err := validate.CanonPath(p, validate.PathOptions{Base: base})
+	if err != nil {
+		canon = path.Clean(path.Join(base, p))
+	}
+	if within(canon, c.write) || !write && within(canon, c.read) {
+		return nil
+	}
+	rule := RuleFSRead
+	if write {
+		rule = RuleFSWrite
+	}
+	return &Denial{Rule: rule, Target: canon,
+		Reason: fmt.Sprintf("argument %q names %s, outside the manifest's %s paths", name, canon, strings.TrimPrefix(rule, "ab.filesystem."))}
 }
 
 func within(p string, roots []string) bool {

@@ -28,6 +28,7 @@ var (
 	hostName    = regexp.MustCompile(`(?i)^(host|hostname|address|addr|server|remote)$`)
 	commandName = regexp.MustCompile(`(?i)^(command|cmd|script|shell|shell_command|cmdline|command_line)$`)
 	execName    = regexp.MustCompile(`(?i)^(program|executable|binary|exe|bin)$`)
+	argvName    = regexp.MustCompile(`(?i)^(args|arguments|argv)$`)
 	writeVerb   = regexp.MustCompile(`(?i)(write|create|edit|delete|remove|move|rename|mkdir|save|append|upload|put|update|patch|copy|touch|chmod|set)`)
 )
 
@@ -57,6 +58,8 @@ func Classify(name string, schema map[string]any) string {
 		return KindExec
 	case hostName.MatchString(name):
 		return KindHost
+	case argvName.MatchString(name):
+		return KindArgv
 	}
 	return ""
 }

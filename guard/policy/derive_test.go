@@ -16,7 +16,7 @@ func TestClassify(t *testing.T) {
 	cases := map[string]string{
 		"path": KindPath, "file_path": KindPath, "sourceDir": KindPath, "destination": KindPath, "paths": KindPath,
 		"url": KindURL, "webhook_url": KindURL, "baseUrl": KindURL,
-		"command": KindCommand, "cmd": KindCommand, "program": KindExec, "host": KindHost,
+		"command": KindCommand, "args": KindArgv, "cmd": KindCommand, "program": KindExec, "host": KindHost,
 		"profile": "", "content": "", "query": "", "city": "", "pattern": "", "mode": "",
 	}
 	for name, want := range cases {

@@ -50,6 +50,7 @@ const (
 	RuleCmdInjection    = "cmd.injection"
 	RuleEnvReference    = "args.env_reference"
 	RuleSecret          = "args.secret"
+	RuleOptionLike      = "args.option_injection"
 )
 
 // Violation is why a call is refused.
@@ -135,7 +136,7 @@ func compileTool(name string, t Tool, p *Policy) (*tool, error) {
 	}
 	for n, a := range t.Args {
 		switch a.Kind {
-		case "", KindPath, KindURL, KindHost, KindExec, KindCommand:
+		case "", KindPath, KindURL, KindHost, KindExec, KindCommand, KindArgv:
 		default:
 			return nil, fmt.Errorf("argument %s: unknown kind %q", n, a.Kind)
 		}
@@ -324,7 +325,12 @@ func (e *Engine) checkArg(ctx context.Context, t *tool, a *argRule, s string) *V
 		}
 		return e.checkDest(ctx, t, d, RuleNetHost)
 	case KindExec:
+		if v := e.optionLike(t, a, s); v != nil {
+			return v
+		}
 		return e.checkExec(t, s)
+	case KindArgv:
+		return e.checkArgv(t, a, s)
 	case KindCommand:
 		if f, ok := validate.FindShellInjection(s); ok && e.o.L2 && !t.waive[RuleCmdInjection] {
 			return &Violation{Layer: LayerL2, Rule: RuleCmdInjection, Target: a.name,
@@ -340,7 +346,42 @@ func (e *Engine) checkArg(ctx context.Context, t *tool, a *argRule, s string) *V
 	return nil
 }
 
+// optionLike refuses a value that starts with "-" where a path or program
+// is expected: servers pass such values to command-line tools, where they
+// become options (git diff --output=FILE writes anywhere).
+func (e *Engine) optionLike(t *tool, a *argRule, s string) *Violation {
+	if e.o.L2 && strings.HasPrefix(s, "-") && !t.waive[RuleOptionLike] {
+		return &Violation{Layer: LayerL2, Rule: RuleOptionLike, Target: a.name,
+			Reason: fmt.Sprintf("argument %q starts with \"-\" and would be read as an option", a.name)}
+	}
+	return nil
+}
+
+// checkArgv checks one element of a program's argument list: an option's
+// value ("--output=FILE") and every other word is taken as a path relative
+// to the workdir, and must stay inside the read (or write) roots. Words
+// that name no file (a date format, a count) land inside the workdir and
+// pass; a word that reaches outside, directly, by "..", or through a
+// symlink, does not.
+func (e *Engine) checkArgv(t *tool, a *argRule, s string) *Violation {
+	word := s
+	if strings.HasPrefix(s, "-") {
+		_, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil
+		}
+		word = v
+	}
+	if word == "" {
+		return nil
+	}
+	return e.checkPath(t, &argRule{name: a.name, Arg: Arg{Kind: KindPath, Access: Read}}, word)
+}
+
 func (e *Engine) checkPath(t *tool, a *argRule, s string) *Violation {
+	if v := e.optionLike(t, a, s); v != nil {
+		return v
+	}
 	var canon string
 	if e.o.L2 {
 		var err error

@@ -61,7 +61,8 @@ const testPolicy = `{
       "schema": {"type": "object", "properties": {"command": {"type": "string"}, "mode": {"enum": ["fast", "slow"]}}},
       "args": {"command": {"kind": "command"}}
     },
-    "read_many": {"args": {"paths": {"kind": "path", "access": "read"}}}
+    "read_many": {"args": {"paths": {"kind": "path", "access": "read"}}},
+    "exec": {"args": {"program": {"kind": "exec"}, "args": {"kind": "argv"}}}
   },
   "filesystem": {"read": ["${WS}", "/usr/share"], "write": ["${WS}/docs"]},
   "network": {"allow": [{"host": "127.0.0.2", "ports": [8080]}, {"host": "api.example.com"}, {"host": "intranet.example.com", "private": true}]},
@@ -143,6 +144,14 @@ func TestEngineCheck(t *testing.T) {
 		{"read_many", map[string]any{"paths": []any{f.ws + "/notes.txt", "/etc/shadow"}}, RulePathOutside, "L1"},
 		{"read_many", map[string]any{"paths": []any{f.ws + "/notes.txt", 3}}, RuleKindMismatch, "L1"},
 		{"read_many", map[string]any{"paths": []any{"/proc/self/environ"}}, RulePathOutside, "L1"},
+		{"read_file", map[string]any{"path": "--output=" + f.ws + "/x"}, RuleOptionLike, "L2"},
+		{"exec", map[string]any{"program": "ls", "args": []any{"-la", "docs", "+%Y", "@0", "notes.txt"}}, "", ""},
+		{"exec", map[string]any{"program": "ls", "args": []any{"-n", "5", f.home + "/.ssh/id_rsa"}}, RulePathOutside, "L1"},
+		{"exec", map[string]any{"program": "ls", "args": []any{f.ws + "/../home"}}, RulePathOutside, "L1"},
+		{"exec", map[string]any{"program": "ls", "args": []any{"link"}}, RulePathOutside, "L1"},
+		{"exec", map[string]any{"program": "ls", "args": []any{"--output=/etc/passwd"}}, RulePathOutside, "L1"},
+		{"exec", map[string]any{"program": "-x"}, RuleOptionLike, "L2"},
+		{"exec", map[string]any{"program": "find", "args": []any{"."}}, RuleExec, "L1"},
 	}
 	for _, c := range calls {
 		v := e.Check(context.Background(), c.tool, js(c.args))

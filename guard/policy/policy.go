@@ -61,7 +61,9 @@ type Tool struct {
 // array of strings; each string is checked.
 type Arg struct {
 	// Kind is "path", "url", "host" (host or host:port), "exec" (an
-	// executable), "command" (a command line that reaches a shell) or ""
+	// executable), "command" (a command line that reaches a shell),
+	// "argv" (arguments handed to a program: every word, and every
+	// option's value, is confined to the read roots like a path) or ""
 	// (plain value).
 	Kind string `json:"kind,omitempty"`
 	// Access is "read" or "write" for path arguments.
@@ -75,6 +77,7 @@ const (
 	KindHost    = "host"
 	KindExec    = "exec"
 	KindCommand = "command"
+	KindArgv    = "argv"
 )
 
 // Path access modes.
