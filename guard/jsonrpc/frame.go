@@ -106,9 +106,15 @@ func (r *Reader) discardLine() (int, error) {
 // Writer writes newline-delimited messages; it is safe for concurrent use
 // and never interleaves two messages.
 type Writer struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte // message plus newline, so a small message is one write(2)
 }
+
+// copyBelow is the size under which Write copies the message to send it
+// with its newline in one write; larger ones go out in two writes rather
+// than being copied.
+const copyBelow = 64 << 10
 
 // NewWriter returns a Writer writing to w.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
@@ -119,6 +125,11 @@ var newline = []byte{'\n'}
 func (w *Writer) Write(msg []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(msg) < copyBelow {
+		w.buf = append(append(w.buf[:0], msg...), '\n')
+		_, err := w.w.Write(w.buf)
+		return err
+	}
 	if _, err := w.w.Write(msg); err != nil {
 		return err
 	}
