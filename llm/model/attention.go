@@ -2,9 +2,11 @@ package model
 
 import "math"
 
-// attnBlock is how many keys one step of the blocked (flash-style) attention
-// scores at a time: scores live in a small per-worker buffer and the softmax
-// is kept online, so no buffer grows with the context.
+// attnBlock is the tile size of the blocked (flash-style) attention: a block
+// of up to attnBlock queries of one head meets a block of attnBlock keys as
+// two small matrix products (scores = Q·Kᵀ, then acc += P·V) with an online
+// softmax between them, so no buffer grows with the context and the inner
+// loops run in the matmul kernel.
 const attnBlock = 64
 
 // attnJob computes softmax(q·kᵀ·scale)·v for T queries and every head.
@@ -21,9 +23,13 @@ type attnJob struct {
 	p0, window, nkeys int
 	causal            bool
 	scale             float32
-	scratch           []float32 // per part: attnBlock scores + hd accumulator
-	scratchPerPart    int
-	flops             int64
+	scratch           []float32 // attnScratch(hd) floats per part
+}
+
+// attnScratch is how many floats one part of an attnJob needs: scores, the
+// transposed value block, the output accumulator, row maxima and sums.
+func attnScratch(hd int) int {
+	return attnBlock*attnBlock + hd*attnBlock + attnBlock*hd + 2*attnBlock
 }
 
 func (a *attnJob) keyRange(t int) (int, int) {
@@ -38,7 +44,9 @@ func (a *attnJob) keyRange(t int) (int, int) {
 	return lo, p + 1
 }
 
-// countFlops returns the multiply-adds (times 2) the job does: q·k and p·v.
+// countFlops returns the floating-point operations of the attention proper:
+// 2·hd for each score q·k and 2·hd for each p·v, over the keys each query
+// sees (masked work in partial tiles is not counted).
 func (a *attnJob) countFlops() int64 {
 	var keys int64
 	for t := 0; t < a.T; t++ {
@@ -49,50 +57,116 @@ func (a *attnJob) countFlops() int64 {
 }
 
 func (a *attnJob) run(part, parts int) {
-	items := a.T * a.heads
-	lo, hi := span(items, part, parts, 1)
-	buf := a.scratch[part*a.scratchPerPart : (part+1)*a.scratchPerPart]
-	scores := buf[:attnBlock]
-	acc := buf[attnBlock : attnBlock+a.hd]
+	qblocks := (a.T + attnBlock - 1) / attnBlock
+	lo, hi := span(a.heads*qblocks, part, parts, 1)
 	hd := a.hd
+	per := attnScratch(hd)
+	buf := a.scratch[part*per : (part+1)*per]
+	S := buf[:attnBlock*attnBlock]
+	vt := buf[len(S) : len(S)+hd*attnBlock]
+	acc := buf[len(S)+len(vt) : len(S)+len(vt)+attnBlock*hd]
+	ms := buf[len(S)+len(vt)+len(acc) : len(S)+len(vt)+len(acc)+attnBlock]
+	ls := buf[len(S)+len(vt)+len(acc)+attnBlock : per]
+	negInf := float32(math.Inf(-1))
 	for it := lo; it < hi; it++ {
-		t, h := it/a.heads, it%a.heads
+		h, qb := it%a.heads, it/a.heads
 		g := h / a.group
-		q := a.q[t*a.ldq+h*hd : t*a.ldq+h*hd+hd]
-		klo, khi := a.keyRange(t)
-		for i := range acc {
+		t0 := qb * attnBlock
+		t1 := min(t0+attnBlock, a.T)
+		rows := t1 - t0
+		klo, _ := a.keyRange(t0)
+		_, khi := a.keyRange(t1 - 1)
+		for i := range acc[:rows*hd] {
 			acc[i] = 0
 		}
-		m := float32(math.Inf(-1))
-		var l float32
+		for r := 0; r < rows; r++ {
+			ms[r], ls[r] = negInf, 0
+		}
+		q := a.q[t0*a.ldq+h*hd:]
 		for b := klo; b < khi; b += attnBlock {
 			e := min(b+attnBlock, khi)
-			s := scores[:e-b]
-			bm := m
-			for j := range s {
-				off := (b+j)*a.ldk + g*hd
-				s[j] = dot(q, a.k[off:off+hd]) * a.scale
-				bm = max(bm, s[j])
-			}
-			if bm > m {
-				c := expf(m - bm)
-				l *= c
-				for i := range acc {
-					acc[i] *= c
+			kb := e - b
+			kbPad := (kb + 7) &^ 7
+			// S[r][j] = q_r · k_{b+j}
+			gemmNT(S, q, a.k[b*a.ldk+g*hd:], nil, rows, hd, 0, kb, attnBlock, a.ldq, a.ldk, false)
+			// Vᵀ for this block, zero-padded to a multiple of 8 keys.
+			for j := 0; j < kbPad; j++ {
+				if j < kb {
+					vr := a.v[(b+j)*a.ldk+g*hd : (b+j)*a.ldk+g*hd+hd]
+					for d, x := range vr {
+						vt[d*attnBlock+j] = x
+					}
+				} else {
+					for d := 0; d < hd; d++ {
+						vt[d*attnBlock+j] = 0
+					}
 				}
-				m = bm
 			}
-			for j, sj := range s {
-				p := expf(sj - m)
-				l += p
-				off := (b+j)*a.ldk + g*hd
-				axpy(acc, p, a.v[off:off+hd])
+			for r := 0; r < rows; r++ {
+				s := S[r*attnBlock : r*attnBlock+kbPad]
+				qlo, qhi := a.keyRange(t0 + r)
+				jlo, jhi := max(qlo-b, 0), min(qhi-b, kb)
+				if jlo >= jhi {
+					for j := range s {
+						s[j] = 0
+					}
+					continue
+				}
+				m := ms[r]
+				for j := jlo; j < jhi; j++ {
+					s[j] *= a.scale
+					m = max(m, s[j])
+				}
+				if m > ms[r] {
+					c := expNeg(ms[r] - m)
+					ls[r] *= c
+					ar := acc[r*hd : r*hd+hd]
+					for d := range ar {
+						ar[d] *= c
+					}
+					ms[r] = m
+				}
+				ls[r] += expRow(s, jlo, jhi, m)
 			}
+			// acc[r][d] += sum_j P[r][j] · V[j][d]
+			gemmNT(acc, S, vt, nil, rows, kbPad, 0, hd, hd, attnBlock, attnBlock, true)
 		}
-		out := a.out[t*a.ldo+h*hd : t*a.ldo+h*hd+hd]
-		inv := 1 / l
-		for i, v := range acc {
-			out[i] = v * inv
+		for r := 0; r < rows; r++ {
+			out := a.out[(t0+r)*a.ldo+h*hd : (t0+r)*a.ldo+h*hd+hd]
+			inv := 1 / ls[r]
+			for d, x := range acc[r*hd : r*hd+hd] {
+				out[d] = x * inv
+			}
 		}
 	}
+}
+
+// expRow sets s[j] = e^(s[j]-m) for jlo <= j < jhi and 0 elsewhere, and
+// returns the sum: expNeg inlined by hand, as the loop is the softmax's
+// hot path.
+func expRow(s []float32, jlo, jhi int, m float32) float32 {
+	const log2e, ln2hi, ln2lo = 1.4426950408889634, 0.693145751953125, 1.428606765330187e-06
+	var sum float32
+	for j := range s {
+		if j < jlo || j >= jhi {
+			s[j] = 0
+			continue
+		}
+		x := s[j] - m
+		if x < -87 {
+			s[j] = 0
+			continue
+		}
+		kf := x * log2e
+		k := int32(kf)
+		if float32(k) > kf {
+			k--
+		}
+		r := (x - float32(k)*ln2hi) - float32(k)*ln2lo
+		p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040+r*(1.0/40320))))))))
+		p *= math.Float32frombits(uint32(k+127) << 23)
+		s[j] = p
+		sum += p
+	}
+	return sum
 }

@@ -143,9 +143,7 @@ func (d *Decoder) NewSession(capacity int) (*Session, error) {
 		ss.k = append(ss.k, make([]float32, capacity*kv))
 		ss.v = append(ss.v, make([]float32, capacity*kv))
 	}
-	per := attnBlock + hd
-	ss.at.scratch = make([]float32, d.pool.Workers()*per)
-	ss.at.scratchPerPart = per
+	ss.at.scratch = make([]float32, d.pool.Workers()*attnScratch(hd))
 	return ss, nil
 }
 

@@ -127,9 +127,7 @@ func (e *Encoder) Classify(ctx context.Context, ids []int32) ([]float32, int64, 
 		flops += int64(f)
 		e.pool.run(&mm, f, &wg)
 	}
-	per := attnBlock + hd
-	at.scratch = make([]float32, e.pool.Workers()*per)
-	at.scratchPerPart = per
+	scratch := make([]float32, e.pool.Workers()*attnScratch(hd))
 
 	for t, id := range ids {
 		id = max(0, min(id, int32(s.Vocab-1)))
@@ -150,7 +148,7 @@ func (e *Encoder) Classify(ctx context.Context, ids []int32) ([]float32, int64, 
 			q: qkv, k: qkv[H:], v: qkv[2*H:], out: att,
 			ldq: 3 * H, ldk: 3 * H, ldo: H,
 			T: T, heads: s.Heads, group: 1, hd: hd, nkeys: T,
-			scale: float32(1 / math.Sqrt(float64(hd))), scratch: at.scratch, scratchPerPart: per,
+			scale: float32(1 / math.Sqrt(float64(hd))), scratch: scratch,
 		}
 		f := at.countFlops()
 		flops += f

@@ -95,25 +95,59 @@ type matmulJob struct {
 func (m *matmulJob) run(part, parts int) {
 	lo, hi := span(m.N, part, parts, 4)
 	if lo < hi {
-		gemmNT(m.dst, m.x, m.w, m.bias, m.T, m.K, lo, hi, m.ldd, m.accumulate)
+		gemmNT(m.dst, m.x, m.w, m.bias, m.T, m.K, lo, hi, m.ldd, m.K, m.K, m.accumulate)
 	}
 }
 
-// gemmNT is the inner kernel: 4x4 register tiles over (t, n), the k loop
-// innermost with 16 independent accumulators.
-func gemmNT(dst, x, w, bias []float32, T, K, nlo, nhi, ldd int, acc bool) {
+// gemmNT is the inner kernel. With AVX2 and FMA (and K a multiple of 8) it
+// runs 2x4 tiles of (t, n) in assembly, eight 8-wide accumulators over k;
+// otherwise gemmNTGo.
+// Rows of x are ldx apart and rows of w ldw apart.
+func gemmNT(dst, x, w, bias []float32, T, K, nlo, nhi, ldd, ldx, ldw int, acc bool) {
+	if !simd || K%8 != 0 || K == 0 {
+		gemmNTGo(dst, x, w, bias, T, K, nlo, nhi, ldd, ldx, ldw, acc)
+		return
+	}
+	var out [8]float32
 	n := nlo
 	for ; n+4 <= nhi; n += 4 {
-		w0 := w[n*K : n*K+K]
-		w1 := w[(n+1)*K : (n+1)*K+K]
-		w2 := w[(n+2)*K : (n+2)*K+K]
-		w3 := w[(n+3)*K : (n+3)*K+K]
+		w0 := w[n*ldw : n*ldw+K]
+		w1 := w[(n+1)*ldw : (n+1)*ldw+K]
+		w2 := w[(n+2)*ldw : (n+2)*ldw+K]
+		w3 := w[(n+3)*ldw : (n+3)*ldw+K]
+		for t := 0; t < T; t += 2 {
+			x0 := x[t*ldx : t*ldx+K]
+			x1 := x0
+			if t+1 < T {
+				x1 = x[(t+1)*ldx : (t+1)*ldx+K]
+			}
+			tile2x4(&x0[0], &x1[0], &w0[0], &w1[0], &w2[0], &w3[0], K, &out[0])
+			store4(dst[t*ldd+n:t*ldd+n+4], bias, n, acc, out[0], out[1], out[2], out[3])
+			if t+1 < T {
+				store4(dst[(t+1)*ldd+n:(t+1)*ldd+n+4], bias, n, acc, out[4], out[5], out[6], out[7])
+			}
+		}
+	}
+	if n < nhi {
+		gemmNTGo(dst, x, w, bias, T, K, n, nhi, ldd, ldx, ldw, acc)
+	}
+}
+
+// gemmNTGo is the portable kernel: 4x4 register tiles over (t, n), the k
+// loop innermost with 16 independent accumulators.
+func gemmNTGo(dst, x, w, bias []float32, T, K, nlo, nhi, ldd, ldx, ldw int, acc bool) {
+	n := nlo
+	for ; n+4 <= nhi; n += 4 {
+		w0 := w[n*ldw : n*ldw+K]
+		w1 := w[(n+1)*ldw : (n+1)*ldw+K]
+		w2 := w[(n+2)*ldw : (n+2)*ldw+K]
+		w3 := w[(n+3)*ldw : (n+3)*ldw+K]
 		t := 0
 		for ; t+4 <= T; t += 4 {
-			x0 := x[t*K : t*K+K]
-			x1 := x[(t+1)*K : (t+1)*K+K]
-			x2 := x[(t+2)*K : (t+2)*K+K]
-			x3 := x[(t+3)*K : (t+3)*K+K]
+			x0 := x[t*ldx : t*ldx+K]
+			x1 := x[(t+1)*ldx : (t+1)*ldx+K]
+			x2 := x[(t+2)*ldx : (t+2)*ldx+K]
+			x3 := x[(t+3)*ldx : (t+3)*ldx+K]
 			var c00, c01, c02, c03, c10, c11, c12, c13 float32
 			var c20, c21, c22, c23, c30, c31, c32, c33 float32
 			for k := range x0 {
@@ -142,7 +176,7 @@ func gemmNT(dst, x, w, bias []float32, T, K, nlo, nhi, ldd int, acc bool) {
 			store4(dst[(t+3)*ldd+n:(t+3)*ldd+n+4], bias, n, acc, c30, c31, c32, c33)
 		}
 		for ; t < T; t++ {
-			x0 := x[t*K : t*K+K]
+			x0 := x[t*ldx : t*ldx+K]
 			var c0, c1, c2, c3 float32
 			for k := range x0 {
 				a := x0[k]
@@ -155,9 +189,9 @@ func gemmNT(dst, x, w, bias []float32, T, K, nlo, nhi, ldd int, acc bool) {
 		}
 	}
 	for ; n < nhi; n++ {
-		wn := w[n*K : n*K+K]
+		wn := w[n*ldw : n*ldw+K]
 		for t := 0; t < T; t++ {
-			v := dot(x[t*K:t*K+K], wn)
+			v := dot(x[t*ldx:t*ldx+K], wn)
 			if bias != nil {
 				v += bias[n]
 			}
@@ -192,6 +226,9 @@ func store4(d, bias []float32, n int, acc bool, c0, c1, c2, c3 float32) {
 // dot returns the inner product of a and b (len(b) >= len(a)).
 func dot(a, b []float32) float32 {
 	b = b[:len(a)]
+	if simd && len(a)%8 == 0 && len(a) > 0 {
+		return dot8(&a[0], &b[0], len(a))
+	}
 	var s0, s1, s2, s3 float32
 	i := 0
 	for ; i+4 <= len(a); i += 4 {
@@ -209,6 +246,10 @@ func dot(a, b []float32) float32 {
 // axpy adds a*x to y.
 func axpy(y []float32, a float32, x []float32) {
 	x = x[:len(y)]
+	if simd && len(y)%8 == 0 && len(y) > 0 {
+		axpy8(&y[0], a, &x[0], len(y))
+		return
+	}
 	for i := range y {
 		y[i] += a * x[i]
 	}
@@ -252,3 +293,23 @@ func gelu(v float32) float32 {
 }
 
 func expf(v float32) float32 { return float32(math.Exp(float64(v))) }
+
+// expNeg returns e^x for x <= 0 in float32 arithmetic, to about 2e-7
+// relative error: the softmax's exponentials, where math.Exp's float64
+// path costs more than the dot products around it. x = k*ln2 + r with
+// 0 <= r < ln2; e^r by its Taylor series to degree 8; 2^k by the exponent bits.
+func expNeg(x float32) float32 {
+	if x < -87 {
+		return 0
+	}
+	// ln2 split in two (Cody-Waite) so that x - k*ln2 loses no precision.
+	const log2e, ln2hi, ln2lo = 1.4426950408889634, 0.693145751953125, 1.428606765330187e-06
+	kf := x * log2e
+	k := int32(kf)
+	if float32(k) > kf {
+		k--
+	}
+	r := (x - float32(k)*ln2hi) - float32(k)*ln2lo
+	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040+r*(1.0/40320))))))))
+	return p * math.Float32frombits(uint32(k+127)<<23)
+}

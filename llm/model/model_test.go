@@ -114,7 +114,7 @@ func TestAttentionMatchesNaive(t *testing.T) {
 	pool := NewPool(2)
 	defer pool.Close()
 	const heads, kvHeads, hd = 4, 2, 8
-	for _, c := range []struct{ T, p0, window int }{{1, 0, 0}, {5, 0, 0}, {7, 150, 0}, {9, 200, 64}, {3, 10, 4}} {
+	for _, c := range []struct{ T, p0, window int }{{1, 0, 0}, {5, 0, 0}, {7, 150, 0}, {9, 200, 64}, {3, 10, 4}, {64, 0, 0}, {64, 100, 40}, {1, 300, 128}} {
 		ctxLen := c.p0 + c.T
 		q := randVec(r, c.T*heads*hd)
 		k := randVec(r, ctxLen*kvHeads*hd)
@@ -122,7 +122,7 @@ func TestAttentionMatchesNaive(t *testing.T) {
 		out := make([]float32, c.T*heads*hd)
 		j := &attnJob{q: q, k: k, v: v, out: out, ldq: heads * hd, ldk: kvHeads * hd, ldo: heads * hd,
 			T: c.T, heads: heads, group: heads / kvHeads, hd: hd, p0: c.p0, window: c.window, causal: true,
-			scale: 0.35, scratch: make([]float32, 2*(attnBlock+hd)), scratchPerPart: attnBlock + hd}
+			scale: 0.35, scratch: make([]float32, 2*attnScratch(hd))}
 		var wg syncWG
 		pool.run(j, 1<<30, &wg.WaitGroup)
 		for ti := 0; ti < c.T; ti++ {
@@ -289,4 +289,46 @@ func randVec(r *rand.Rand, n int) []float32 {
 		v[i] = r.Float32()*2 - 1
 	}
 	return v
+}
+
+func TestExpNeg(t *testing.T) {
+	for x := float32(-90); x <= 0; x += 0.01 {
+		want := math.Exp(float64(x))
+		got := float64(expNeg(x))
+		if want < 1e-37 {
+			continue
+		}
+		require.InDelta(t, 0, (got-want)/want, 1e-6, "x=%v", x)
+	}
+	assert.Equal(t, float32(0), expNeg(-1000))
+	assert.Equal(t, float32(1), expNeg(0))
+}
+
+// TestSIMDMatchesGo checks the assembly kernels against the portable ones.
+func TestSIMDMatchesGo(t *testing.T) {
+	if !simd {
+		t.Skip("no AVX2+FMA on this CPU: the portable kernels run and TestGemmMatchesNaive covers them")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, sz := range [][3]int{{1, 8, 4}, {3, 64, 9}, {64, 128, 64}, {7, 896, 12}} {
+		T, K, N := sz[0], sz[1], sz[2]
+		x, w, b := randVec(r, T*K), randVec(r, N*K), randVec(r, N)
+		a, g := make([]float32, T*N), make([]float32, T*N)
+		gemmNT(a, x, w, b, T, K, 0, N, N, K, K, false)
+		gemmNTGo(g, x, w, b, T, K, 0, N, N, K, K, false)
+		for i := range a {
+			require.InDelta(t, g[i], a[i], 1e-3)
+		}
+	}
+	a, b := randVec(r, 24), randVec(r, 24)
+	var want float32
+	for i := range a {
+		want += a[i] * b[i]
+	}
+	assert.InDelta(t, want, dot(a, b), 1e-4)
+	y := append([]float32(nil), a...)
+	axpy(y, 0.5, b)
+	for i := range y {
+		assert.InDelta(t, a[i]+0.5*b[i], y[i], 1e-6)
+	}
 }

@@ -96,7 +96,7 @@ var decoderShapes = map[string]DecoderShape{
 	// prompts; the KV cache still holds the whole context.
 	"small": {
 		Name: "small", Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 128,
-		Vocab: 32000, MaxContext: 40960, Window: 256, RopeTheta: 1e6, RMSEps: 1e-6,
+		Vocab: 32000, MaxContext: 65536, Window: 128, RopeTheta: 1e6, RMSEps: 1e-6,
 	},
 	// qwen2.5-0.5b is Qwen2.5-0.5B-Instruct's geometry (config.json):
 	// full attention over a 32k context.
@@ -109,7 +109,7 @@ var decoderShapes = map[string]DecoderShape{
 // Encoder shapes by name.
 var encoderShapes = map[string]EncoderShape{
 	"small": {
-		Name: "small", Hidden: 64, Layers: 2, Heads: 4, Intermediate: 256,
+		Name: "small", Hidden: 64, Layers: 2, Heads: 2, Intermediate: 256,
 		Vocab: 32000, MaxPositions: 512, Labels: []string{"BENIGN", "MALICIOUS"}, LNEps: 1e-7,
 	},
 	// prompt-guard-86m is Llama-Prompt-Guard-2-86M's geometry (mDeBERTa-v3-base).
