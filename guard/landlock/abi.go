@@ -1,38 +1,9 @@
 package landlock
 
 import (
-	"errors"
 	"fmt"
 	"strings"
-	"syscall"
-
-	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
-
-// Probe reports the running kernel's Landlock ABI version (0 or an error:
-// no Landlock). The sandbox takes it as a parameter so that tests can
-// stand in for a kernel without Landlock.
-type Probe func() (int, error)
-
-// KernelABI is the real probe: landlock_create_ruleset(NULL, 0,
-// LANDLOCK_CREATE_RULESET_VERSION).
-func KernelABI() (int, error) {
-	v, err := llsys.LandlockGetABIVersion()
-	if err != nil {
-		switch {
-		case errors.Is(err, syscall.ENOSYS):
-			return 0, fmt.Errorf("landlock_create_ruleset: %w (kernel built without CONFIG_SECURITY_LANDLOCK, or a seccomp filter blocks it)", err)
-		case errors.Is(err, syscall.EOPNOTSUPP):
-			return 0, fmt.Errorf("landlock_create_ruleset: %w (Landlock is built in but not enabled: add landlock to lsm= on the kernel command line)", err)
-		}
-		return 0, fmt.Errorf("landlock_create_ruleset: %w", err)
-	}
-	return v, nil
-}
-
-// MaxABI is the newest ABI this build knows (go-landlock v0.11.2). A newer
-// kernel is used at this level.
-const MaxABI = 11
 
 // Feature is something Landlock enforces from some ABI version on.
 type Feature struct {

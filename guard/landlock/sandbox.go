@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/policy"
 )
 
@@ -44,7 +45,7 @@ var _ guard.Sandbox = (*Sandbox)(nil)
 func New(p *policy.Policy, o Options) (*Sandbox, error) {
 	probe := o.Probe
 	if probe == nil {
-		probe = KernelABI
+		probe = ruleset.KernelABI
 	}
 	abi, err := checkABI(probe)
 	if err != nil {

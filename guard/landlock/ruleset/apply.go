@@ -1,4 +1,4 @@
-package landlock
+package ruleset
 
 import (
 	"errors"
@@ -12,8 +12,6 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
-
-	"github.com/mcpguard/mcpguard/guard"
 )
 
 // ExecArg is the hidden first argument that turns any binary linking this
@@ -52,7 +50,7 @@ func Wrap(args []string, probe Probe) error {
 	if err != nil {
 		return err
 	}
-	abi, err := checkABI(probe)
+	abi, err := CheckABI(probe)
 	if err != nil {
 		return err
 	}
@@ -83,16 +81,21 @@ func selfProc() PathRule {
 	return PathRule{Path: fmt.Sprintf("/proc/%d", os.Getpid()), Access: Read, Why: "own /proc/PID"}
 }
 
-// checkABI fails closed: Landlock absent or disabled is an error wrapping
-// guard.ErrKernelRefused, never a silent run without enforcement (which is
-// what go-landlock's best-effort mode would do on such a kernel).
-func checkABI(probe Probe) (int, error) {
+// ErrUnavailable is wrapped when the kernel has no Landlock, or none that
+// can enforce the rules. The parent package adds guard.ErrKernelRefused.
+var ErrUnavailable = errors.New("landlock unavailable")
+
+// CheckABI fails closed: Landlock absent or disabled is an error wrapping
+// ErrUnavailable, never a silent run without enforcement (which is what
+// go-landlock's best-effort mode would do on such a kernel). It returns
+// the ABI capped at MaxABI.
+func CheckABI(probe Probe) (int, error) {
 	abi, err := probe()
 	if err != nil {
-		return 0, fmt.Errorf("landlock unavailable: %w: %w", guard.ErrKernelRefused, err)
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if abi < 1 {
-		return 0, fmt.Errorf("landlock unavailable: %w: kernel reports ABI %d", guard.ErrKernelRefused, abi)
+		return 0, fmt.Errorf("%w: kernel reports ABI %d", ErrUnavailable, abi)
 	}
 	return min(abi, MaxABI), nil
 }
@@ -190,7 +193,7 @@ func ruleset(r *Rules, abi int, stat func(string) (fs.FileInfo, error)) (fd int,
 		return -1, 0, fmt.Errorf("landlock ruleset: %w", err)
 	}
 	if fd < 0 {
-		return -1, 0, fmt.Errorf("landlock ruleset: %w: nothing enforceable at ABI %d", guard.ErrKernelRefused, abi)
+		return -1, 0, fmt.Errorf("landlock ruleset: %w: nothing enforceable at ABI %d", ErrUnavailable, abi)
 	}
 	return fd, flags, nil
 }
@@ -200,7 +203,7 @@ func ruleset(r *Rules, abi int, stat func(string) (fs.FileInfo, error)) (fd int,
 // caller must have called runtime.LockOSThread and must never unlock it:
 // the Go runtime then ends the thread with its goroutine.
 func RestrictThread(r *Rules, probe Probe) error {
-	abi, err := checkABI(probe)
+	abi, err := CheckABI(probe)
 	if err != nil {
 		return err
 	}
@@ -219,3 +222,28 @@ func RestrictThread(r *Rules, probe Probe) error {
 	}
 	return nil
 }
+
+// Probe reports the running kernel's Landlock ABI version (0 or an error:
+// no Landlock). The sandbox takes it as a parameter so that tests can
+// stand in for a kernel without Landlock.
+type Probe func() (int, error)
+
+// KernelABI is the real probe: landlock_create_ruleset(NULL, 0,
+// LANDLOCK_CREATE_RULESET_VERSION).
+func KernelABI() (int, error) {
+	v, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		switch {
+		case errors.Is(err, syscall.ENOSYS):
+			return 0, fmt.Errorf("landlock_create_ruleset: %w (kernel built without CONFIG_SECURITY_LANDLOCK, or a seccomp filter blocks it)", err)
+		case errors.Is(err, syscall.EOPNOTSUPP):
+			return 0, fmt.Errorf("landlock_create_ruleset: %w (Landlock is built in but not enabled: add landlock to lsm= on the kernel command line)", err)
+		}
+		return 0, fmt.Errorf("landlock_create_ruleset: %w", err)
+	}
+	return v, nil
+}
+
+// MaxABI is the newest ABI this build knows (go-landlock v0.11.2). A newer
+// kernel is used at this level.
+const MaxABI = 11
