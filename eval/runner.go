@@ -399,7 +399,7 @@ func (r *Runner) closeSession(sess Session, sb *Sandbox, res *Result) {
 	select {
 	case <-done:
 		return
-	case <-time.After(3*r.Grace + 2*time.Second):
+	case <-time.After(3*r.Grace + 500*time.Millisecond):
 	}
 	res.Killed += killCaseProcs(sb, time.Second)
 	select {
