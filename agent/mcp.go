@@ -54,8 +54,14 @@ func NPMFilesystemServer(roots ...string) Server {
 	return Server{Command: append([]string{"npx", "-y", "@modelcontextprotocol/server-filesystem"}, roots...)}
 }
 
-// ErrServer wraps failures to start or talk to the MCP server.
-var ErrServer = errors.New("mcp server failed")
+// Sentinel errors of the MCP side.
+var (
+	// ErrServer wraps failures to start or talk to the MCP server.
+	ErrServer = errors.New("mcp server failed")
+	// ErrGuardConfig: the guard config could not be built here (unknown,
+	// unavailable on this kernel, missing policy); it wraps configs' error.
+	ErrGuardConfig = errors.New("guard config not usable")
+)
 
 // session is a connected, initialized MCP client and what ends it.
 type session struct {
@@ -93,7 +99,7 @@ func connect(ctx context.Context, s Server) (*session, error) {
 func connectGuarded(ctx context.Context, s Server) (*session, error) {
 	setup, err := configs.Build(s.Guard, s.GuardOptions)
 	if err != nil {
-		return nil, fmt.Errorf("guard config: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrGuardConfig, err)
 	}
 	stderr := s.Stderr
 	if stderr == nil {

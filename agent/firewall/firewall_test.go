@@ -92,12 +92,23 @@ func TestPromptGuard(t *testing.T) {
 			assert.Equal(t, firewall.Allow, d.Action)
 			assert.InDelta(t, 0.02, d.Score, 1e-9)
 
-			// A long output is split; the injection in the last segment is found.
-			before := srv.ClassifyCalls()
+			// A long output is split; the injection in the last segment is
+			// found, in batches and one segment a request alike.
 			long := strings.Repeat("lorem ipsum dolor sit amet ", 2000) + injection
-			d = scan(t, pg, long)
-			assert.Equal(t, firewall.Block, d.Action)
-			assert.Greater(t, srv.ClassifyCalls()-before, 10)
+			for _, batch := range []int{0, 1} {
+				pg, err := firewall.NewPromptGuard(firewall.PromptGuardOptions{URL: srv.URL, API: api, Model: "pg", BatchSize: batch})
+				require.NoError(t, err)
+				before := srv.ClassifyCalls()
+				d = scan(t, pg, long)
+				assert.Equal(t, firewall.Block, d.Action)
+				calls := srv.ClassifyCalls() - before
+				if batch == 1 {
+					assert.Greater(t, calls, 10)
+				} else {
+					assert.Greater(t, calls, 1)
+				}
+				assert.Equal(t, firewall.Allow, scan(t, pg, strings.Repeat("lorem ipsum dolor sit amet ", 2000)).Action)
+			}
 		})
 	}
 	t.Run("threshold", func(t *testing.T) {

@@ -45,7 +45,10 @@ type PromptGuardOptions struct {
 	MaxSegmentTokens int
 	// CountTokens estimates a text's tokens (default EstimateTokens).
 	CountTokens func(string) int
-	// Concurrency is the number of segments in flight (default 4).
+	// BatchSize is the number of segments per request (default 8; TEI
+	// accepts 32 unless --max-client-batch-size says otherwise).
+	BatchSize int
+	// Concurrency is the number of requests in flight (default 4).
 	Concurrency int
 	// Timeout bounds one request (default 30 s).
 	Timeout time.Duration
@@ -89,6 +92,9 @@ func NewPromptGuard(o PromptGuardOptions) (*PromptGuard, error) {
 	if o.CountTokens == nil {
 		o.CountTokens = EstimateTokens
 	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 8
+	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 4
 	}
@@ -123,8 +129,8 @@ func NewPromptGuard(o PromptGuardOptions) (*PromptGuard, error) {
 // Name implements Scanner.
 func (p *PromptGuard) Name() string { return "promptguard" }
 
-// Scan implements Scanner: segments are classified concurrently, and the
-// scan stops early once one crosses the threshold.
+// Scan implements Scanner: segments go out in batches, several batches at
+// once, and the scan stops early once a segment crosses the threshold.
 func (p *PromptGuard) Scan(ctx context.Context, msg Message, _ []Message) (Decision, error) {
 	segs := Segment(msg.Content, p.o.MaxSegmentTokens-2, p.o.CountTokens) // [CLS] and [SEP]
 	if len(segs) == 0 {
@@ -139,17 +145,16 @@ func (p *PromptGuard) Scan(ctx context.Context, msg Message, _ []Message) (Decis
 		wg       sync.WaitGroup
 	)
 	sem := make(chan struct{}, p.o.Concurrency)
-	for _, seg := range segs {
+	for i := 0; i < len(segs) && ctx.Err() == nil; i += p.o.BatchSize {
+		batch := segs[i:min(i+p.o.BatchSize, len(segs))]
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
+			continue
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			score, err := p.classify(ctx, seg)
+			scores, err := p.classify(ctx, batch)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -159,7 +164,9 @@ func (p *PromptGuard) Scan(ctx context.Context, msg Message, _ []Message) (Decis
 				}
 				return
 			}
-			maxScore = max(maxScore, score)
+			for _, s := range scores {
+				maxScore = max(maxScore, s)
+			}
 			if maxScore >= p.o.Threshold {
 				cancel() // the verdict is known
 			}
@@ -180,53 +187,53 @@ func (p *PromptGuard) Scan(ctx context.Context, msg Message, _ []Message) (Decis
 	return d, nil
 }
 
-// classify sends one segment and returns its malicious score.
-func (p *PromptGuard) classify(ctx context.Context, text string) (float64, error) {
+// classify sends a batch of segments and returns their malicious scores.
+func (p *PromptGuard) classify(ctx context.Context, texts []string) ([]float64, error) {
 	var body any
 	if p.o.API == TEI {
 		body = struct {
-			Inputs   string `json:"inputs"`
-			Truncate bool   `json:"truncate"`
-		}{text, true}
+			Inputs   []string `json:"inputs"`
+			Truncate bool     `json:"truncate"`
+		}{texts, true}
 	} else {
 		body = struct {
-			Model string `json:"model,omitempty"`
-			Input string `json:"input"`
-		}{p.o.Model, text}
+			Model string   `json:"model,omitempty"`
+			Input []string `json:"input"`
+		}{p.o.Model, texts}
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(b))
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrClassifier, err)
+		return nil, fmt.Errorf("%w: %v", ErrClassifier, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := p.o.HTTPClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrClassifier, err)
+		return nil, fmt.Errorf("%w: %v", ErrClassifier, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return 0, fmt.Errorf("%w: read %s: %v", ErrClassifier, p.url, err)
+		return nil, fmt.Errorf("%w: read %s: %v", ErrClassifier, p.url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%w: %s: %s: %.200s", ErrClassifier, p.url, resp.Status, data)
+		return nil, fmt.Errorf("%w: %s: %s: %.200s", ErrClassifier, p.url, resp.Status, data)
 	}
-	var score float64
+	var scores []float64
 	if p.o.API == TEI {
-		score, err = p.parseTEI(data)
+		scores, err = p.parseTEI(data, len(texts))
 	} else {
-		score, err = p.parseVLLM(data)
+		scores, err = p.parseVLLM(data, len(texts))
 	}
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s: %v", ErrClassifier, p.url, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrClassifier, p.url, err)
 	}
-	return score, nil
+	return scores, nil
 }
 
 type labelScore struct {
@@ -234,56 +241,65 @@ type labelScore struct {
 	Score *float64 `json:"score"`
 }
 
-// parseTEI reads [{"label","score"}...] (or a one-element batch of it).
-func (p *PromptGuard) parseTEI(data []byte) (float64, error) {
-	var flat []labelScore
-	if err := json.Unmarshal(data, &flat); err != nil {
-		var batch [][]labelScore
-		if err2 := json.Unmarshal(data, &batch); err2 != nil || len(batch) != 1 {
-			return 0, fmt.Errorf("response is not a TEI prediction: %.100q", data)
+// parseTEI reads a batch answer, [[{"label","score"}...]...], one list per input.
+func (p *PromptGuard) parseTEI(data []byte, n int) ([]float64, error) {
+	var batch [][]labelScore
+	if err := json.Unmarshal(data, &batch); err != nil {
+		return nil, fmt.Errorf("response is not a TEI batch prediction: %.100q", data)
+	}
+	if len(batch) != n {
+		return nil, fmt.Errorf("want %d predictions, got %d", n, len(batch))
+	}
+	out := make([]float64, n)
+	for i, preds := range batch {
+		if len(preds) == 0 {
+			return nil, errors.New("empty prediction")
 		}
-		flat = batch[0]
-	}
-	if len(flat) == 0 {
-		return 0, errors.New("empty prediction")
-	}
-	score, seen := 0.0, false
-	for _, ls := range flat {
-		if ls.Score == nil || *ls.Score < 0 || *ls.Score > 1 {
-			return 0, fmt.Errorf("label %q: score missing or outside [0,1]", ls.Label)
+		seen := false
+		for _, ls := range preds {
+			if ls.Score == nil || *ls.Score < 0 || *ls.Score > 1 {
+				return nil, fmt.Errorf("label %q: score missing or outside [0,1]", ls.Label)
+			}
+			if p.labels[strings.ToUpper(ls.Label)] {
+				out[i], seen = max(out[i], *ls.Score), true
+			}
 		}
-		if p.labels[strings.ToUpper(ls.Label)] {
-			score, seen = max(score, *ls.Score), true
+		if !seen {
+			return nil, fmt.Errorf("no malicious label among %d labels (want one of %v)", len(preds), p.o.MaliciousLabels)
 		}
 	}
-	if !seen {
-		return 0, fmt.Errorf("no malicious label among %d labels (want one of %v)", len(flat), p.o.MaliciousLabels)
-	}
-	return score, nil
+	return out, nil
 }
 
-// parseVLLM reads {"data":[{"probs":[...]}]}.
-func (p *PromptGuard) parseVLLM(data []byte) (float64, error) {
+// parseVLLM reads {"data":[{"index","probs":[...]}...]}.
+func (p *PromptGuard) parseVLLM(data []byte, n int) ([]float64, error) {
 	var r struct {
 		Data []struct {
+			Index int       `json:"index"`
 			Probs []float64 `json:"probs"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(data, &r); err != nil {
-		return 0, fmt.Errorf("response is not a vLLM classification: %.100q", data)
+		return nil, fmt.Errorf("response is not a vLLM classification: %.100q", data)
 	}
-	if len(r.Data) != 1 {
-		return 0, fmt.Errorf("want 1 classification, got %d", len(r.Data))
+	if len(r.Data) != n {
+		return nil, fmt.Errorf("want %d classifications, got %d", n, len(r.Data))
 	}
-	probs := r.Data[0].Probs
-	if p.o.MaliciousIndex >= len(probs) {
-		return 0, fmt.Errorf("%d classes, no malicious class at index %d", len(probs), p.o.MaliciousIndex)
+	out := make([]float64, n)
+	for _, d := range r.Data {
+		if d.Index < 0 || d.Index >= n {
+			return nil, fmt.Errorf("classification index %d out of range", d.Index)
+		}
+		if p.o.MaliciousIndex >= len(d.Probs) {
+			return nil, fmt.Errorf("%d classes, no malicious class at index %d", len(d.Probs), p.o.MaliciousIndex)
+		}
+		s := d.Probs[p.o.MaliciousIndex]
+		if s < 0 || s > 1 {
+			return nil, fmt.Errorf("probability %v outside [0,1]", s)
+		}
+		out[d.Index] = s
 	}
-	s := probs[p.o.MaliciousIndex]
-	if s < 0 || s > 1 {
-		return 0, fmt.Errorf("probability %v outside [0,1]", s)
-	}
-	return s, nil
+	return out, nil
 }
 
 // EstimateTokens over-estimates the tokens a subword tokenizer (DeBERTa's
