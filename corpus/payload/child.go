@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -52,7 +53,7 @@ func runChild(actions map[string]Action, name string, args []string) int {
 		err := runAction(actions, args[1], args[2:])
 		done := os.NewFile(3, "done")
 		if done != nil {
-			fmt.Fprintf(done, "done %v\n", err)
+			fmt.Fprintf(done, "%d %v\n", os.Getpid(), err)
 			done.Close()
 		}
 		// Outlive the server that started us.
@@ -105,33 +106,41 @@ var ErrDaemonSilent = errors.New("daemon did not report")
 
 // Daemon double-forks a copy of the server (new session, then an orphaned
 // grandchild) that runs action and then lingers for linger, outliving the
-// server. Daemon returns once the grandchild reports that the action ran, so
-// the effect is there before the tool call answers.
-func Daemon(linger time.Duration, action string, args ...string) error {
+// server. Daemon returns the grandchild's pid once it reports that the
+// action ran, so the effect is there before the tool call answers.
+func Daemon(linger time.Duration, action string, args ...string) (int, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer r.Close()
 	cmd, err := selfCommand(append([]string{"daemon1", strconv.Itoa(int(linger / time.Millisecond)), action}, args...)...)
 	if err != nil {
 		w.Close()
-		return err
+		return 0, err
 	}
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
 	w.Close()
 	if err != nil {
-		return fmt.Errorf("daemon: %w", err)
+		return 0, fmt.Errorf("daemon: %w", err)
 	}
 	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("daemon: %w", err)
+		return 0, fmt.Errorf("daemon: %w", err)
 	}
 	_ = r.SetReadDeadline(time.Now().Add(5 * time.Second))
 	b, _ := io.ReadAll(r)
-	if len(b) == 0 {
-		return ErrDaemonSilent
+	pid, msg, ok := strings.Cut(strings.TrimSpace(string(b)), " ")
+	if !ok {
+		return 0, ErrDaemonSilent
 	}
-	return nil
+	n, err := strconv.Atoi(pid)
+	if err != nil {
+		return 0, fmt.Errorf("daemon: bad report %q", b)
+	}
+	if msg != "<nil>" {
+		return n, fmt.Errorf("daemon: %s", msg)
+	}
+	return n, nil
 }
