@@ -332,3 +332,46 @@ func TestSIMDMatchesGo(t *testing.T) {
 		assert.InDelta(t, a[i]+0.5*b[i], y[i], 1e-6)
 	}
 }
+
+// TestBidirectionalAttention checks the encoder's attention (every query
+// sees every key) across more than one query and key block.
+func TestBidirectionalAttention(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	pool := NewPool(2)
+	defer pool.Close()
+	const T, heads, hd = 70, 2, 16
+	ld := 3 * heads * hd
+	qkv := randVec(r, T*ld)
+	out := make([]float32, T*heads*hd)
+	j := &attnJob{q: qkv, k: qkv[heads*hd:], v: qkv[2*heads*hd:], out: out, ldq: ld, ldk: ld, ldo: heads * hd,
+		T: T, heads: heads, group: 1, hd: hd, nkeys: T, scale: 0.25, scratch: make([]float32, 2*attnScratch(hd))}
+	var wg sync.WaitGroup
+	pool.run(j, 1<<30, &wg)
+	for ti := 0; ti < T; ti++ {
+		for h := 0; h < heads; h++ {
+			sc := make([]float64, T)
+			m := math.Inf(-1)
+			for jj := 0; jj < T; jj++ {
+				var s float64
+				for i := 0; i < hd; i++ {
+					s += float64(qkv[ti*ld+h*hd+i]) * float64(qkv[jj*ld+heads*hd+h*hd+i])
+				}
+				sc[jj] = s * 0.25
+				m = math.Max(m, sc[jj])
+			}
+			var sum float64
+			for jj := range sc {
+				sc[jj] = math.Exp(sc[jj] - m)
+				sum += sc[jj]
+			}
+			for i := 0; i < hd; i++ {
+				var o float64
+				for jj := 0; jj < T; jj++ {
+					o += sc[jj] / sum * float64(qkv[jj*ld+2*heads*hd+h*hd+i])
+				}
+				require.InDelta(t, o, out[ti*heads*hd+h*hd+i], 1e-4, "t=%d h=%d i=%d", ti, h, i)
+			}
+		}
+	}
+	assert.Equal(t, int64(4*T*T*hd*heads), j.countFlops())
+}
