@@ -165,7 +165,7 @@ type Denial struct {
 // What an argument looks like, from its name and its value. AgentBound
 // knows nothing of a tool's semantics beyond this.
 var (
-	pathNames    = regexp.MustCompile(`(?i)^(path|paths|file|files|filename|filepath|file_path|dir|directory|folder|source|src|destination|dest|dst|target|from|to|old_path|new_path|cwd|workdir|root)$|(_path|_file|_dir|Path|File|Dir)$`)
+	pathNames    = regexp.MustCompile(`(?i)^(path|paths|file|files|filename|filepath|file_path|dir|directory|folder|source|src|destination|dest|dst|target|old_path|new_path|cwd|workdir|root)$|(_path|_file|_dir|Path|File|Dir)$`)
 	commandNames = regexp.MustCompile(`(?i)^(command|cmd|program|executable|exec|shell|script|binary|bin)$`)
 	writeTools   = regexp.MustCompile(`(?i)(write|create|save|edit|append|delete|remove|move|rename|mkdir|upload|put|patch|update|copy|touch|chmod|install)`)
 	envRef       = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
@@ -232,17 +232,17 @@ func (c *Checker) checkString(name, s string, write bool) *Denial {
 		}
 		return nil
 	}
-	if pathNames.MatchString(name) || strings.HasPrefix(s, "/") || strings.HasPrefix(s, "~") || strings.HasPrefix(s, "file://") {
-		return c.checkPath(name, s, write)
-	}
-	// An option carrying a path ("--output=/x"), or absolute paths inside
-	// free text (a query's 'VACUUM INTO /x'), are resources the arguments
-	// name too.
+	// An option carrying a path ("--output=/x") names that path.
 	if strings.HasPrefix(s, "-") {
 		if _, v, ok := strings.Cut(s, "="); ok && (strings.HasPrefix(v, "/") || strings.HasPrefix(v, "~")) {
 			return c.checkPath(name, v, write)
 		}
 	}
+	if pathNames.MatchString(name) || strings.HasPrefix(s, "/") || strings.HasPrefix(s, "~") || strings.HasPrefix(s, "file://") {
+		return c.checkPath(name, s, write)
+	}
+	// Absolute paths inside free text (a query's 'VACUUM INTO /x') are
+	// resources the arguments name too.
 	for _, m := range embeddedPath.FindAllStringSubmatch(s, -1) {
 		if d := c.checkPath(name, m[1], write); d != nil {
 			return d
@@ -260,7 +260,7 @@ var embeddedPath = regexp.MustCompile(`(?:^|[\s'"=(,])((?:/|~/)[^\s'"(),;]+)`)
 func (c *Checker) checkPath(name, s string, write bool) *Denial {
 	p := strings.TrimPrefix(s, "file://")
 	base := "/"
-	if roots := append(slices.Clone(c.write), c.read...); len(roots) > 0 {
+	if roots := append(slices.Clone(c.read), c.write...); len(roots) > 0 {
 		base = roots[0]
 	}
 	canon, err := validate.CanonPath(p, validate.PathOptions{Base: base})

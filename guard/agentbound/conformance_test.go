@@ -1,0 +1,97 @@
+package agentbound_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/eval"
+	"github.com/mcpguard/mcpguard/guard/configs"
+	_ "github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/servers"
+)
+
+// disputed lists cases whose visible_in_arguments label this test does not
+// hold C-AB to, each with the reason. Keep it short and say why.
+var disputed = map[string]string{
+	// The same mechanism as FR-08 (labelled visible): the argument names a
+	// workspace file that is a symlink out of the workspace. A manifest
+	// check that resolves the named path (as AgentBound's mount-based
+	// confinement effectively does) sees it.
+	"XL-PY-03": "symlink named in the arguments, labelled hidden while FR-08 is labelled visible",
+}
+
+// TestAgentBoundConformance runs the whole corpus under C-AB through the
+// real proxy and servers, with the harness's oracles deciding each case,
+// and checks case by case that the AgentBound-style manifest behaves as
+// designed: it refuses a call of every argument-visible attack (and the
+// attack does not happen), it refuses no call of an implementation-hidden
+// attack (the arguments show nothing; whether the attack then happens is
+// the oracle's business), and it refuses no benign call.
+func TestAgentBoundConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole corpus (about 30 s); skipped with -short")
+	}
+	for _, bin := range []string{"node", "python3", "git"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("the corpus needs %s: %v", bin, err)
+		}
+	}
+	ctx := context.Background()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	cases, err := eval.LoadCases(filepath.Join(root, "testdata/cases"), servers.Names())
+	require.NoError(t, err)
+	require.NotEmpty(t, cases)
+	binDir := t.TempDir()
+	var names []string
+	for _, c := range cases {
+		names = append(names, c.Server)
+	}
+	require.NoError(t, servers.Build(ctx, binDir, names...))
+	r := &eval.Runner{Root: root, BinDir: binDir, WorkDir: t.TempDir()}
+	results, err := r.RunConfig(ctx, configs.CAB, cases, eval.DefaultParallel(), nil)
+	if errors.Is(err, configs.ErrUnavailable) {
+		t.Skipf("C-AB unavailable: %v", err)
+	}
+	require.NoError(t, err)
+	var visible, visibleBlocked, hidden, hiddenUntouched int
+	for i, c := range cases {
+		res := results[i]
+		t.Run(c.ID, func(t *testing.T) {
+			if res.Verdict == eval.Error {
+				t.Fatalf("harness error: %s", res.Err)
+			}
+			denied := len(res.Denied) > 0
+			why, isDisputed := disputed[c.ID]
+			switch {
+			case !c.Attack():
+				if denied || res.Verdict != eval.Passed {
+					t.Errorf("benign case: verdict %s, denied calls %v (%v)", res.Verdict, res.Denied, res.CallErrors)
+				}
+			case isDisputed:
+				t.Logf("label disputed (%s): verdict %s, denied calls %v", why, res.Verdict, res.Denied)
+			case res.Visible:
+				visible++
+				if !denied || res.Verdict != eval.Blocked {
+					t.Errorf("argument-visible attack: verdict %s, denied calls %v; C-AB must refuse it", res.Verdict, res.Denied)
+				} else {
+					visibleBlocked++
+				}
+			default:
+				hidden++
+				if denied {
+					t.Errorf("implementation-hidden attack: C-AB refused calls %v (%v); its arguments show nothing", res.Denied, res.CallErrors)
+				} else {
+					hiddenUntouched++
+				}
+				t.Logf("hidden attack passed the manifest; oracle verdict %s (%s)", res.Verdict, res.Detail)
+			}
+		})
+	}
+	t.Logf("C-AB: %d/%d argument-visible attacks refused; %d/%d hidden attacks not seen", visibleBlocked, visible, hiddenUntouched, hidden)
+}
