@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/servers"
+)
+
+// buildServer builds one corpus Go server and returns its argv.
+func buildServer(t *testing.T, name string) []string {
+	t.Helper()
+	bin := t.TempDir()
+	argv, err := servers.Command(context.Background(), name, bin)
+	require.NoError(t, err)
+	return argv
+}
+
+func callText(t *testing.T, s *guard.Session, tool string, args map[string]any) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = tool, args
+	res, err := s.CallTool(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), nil
+}
+
+// TestOverrideWorkflow is the operator's loop, end to end on the corpus's
+// filesystem server behind C-app: a legitimate read of a shared directory
+// the policy does not grant is denied and audited; `mcpguard policy
+// override` turns the audit event into a scoped override saved beside the
+// policy; in a new session the same call passes, while a neighbouring file
+// in the same directory, and the same file through another tool, stay
+// denied.
+func TestOverrideWorkflow(t *testing.T) {
+	argv := buildServer(t, "filesystem")
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	ws, shared := filepath.Join(base, "ws"), filepath.Join(base, "shared")
+	require.NoError(t, os.MkdirAll(ws, 0o755))
+	require.NoError(t, os.MkdirAll(shared, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(shared, "reference.txt"), []byte("the reference text"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(shared, "other.txt"), []byte("other text"), 0o644))
+
+	polDir := t.TempDir()
+	pol := filepath.Join(polDir, "filesystem.json")
+	b, err := os.ReadFile("../../testdata/policies/filesystem.json")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(pol, b, 0o644))
+	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
+	vars := map[string]string{"WS": ws, "HOME": base, "TMP": base}
+
+	open := func() *guard.Session {
+		f, err := os.OpenFile(auditFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		setup, err := configs.Build(configs.CApp, configs.Options{Server: "filesystem", PolicyFile: pol, Audit: audit.New(f), Vars: vars})
+		require.NoError(t, err)
+		// The server serves both directories; the policy grants only WS.
+		s, err := guard.Open(context.Background(), &guard.Proxy{
+			Command: append(append([]string{}, argv...), "--ws", ws, "--ws", shared),
+			Server:  "filesystem", Config: setup.Name, Layers: setup.Layers, Prepare: setup.Prepare,
+			Stderr: os.Stderr, Grace: 500 * time.Millisecond,
+		})
+		require.NoError(t, err)
+		return s
+	}
+	ref := filepath.Join(shared, "reference.txt")
+
+	// 1. Denied, with the rule named, and audited.
+	s := open()
+	_, err = callText(t, s, "read_file", map[string]any{"path": ref})
+	require.Error(t, err)
+	msg, denied := guard.IsDenied(err)
+	require.True(t, denied, "%v", err)
+	assert.Contains(t, msg, policy.RulePathOutside)
+	s.Close()
+
+	// 2. The CLI turns the last audit event into an override and saves it.
+	var out, stderr bytes.Buffer
+	st := stdio{in: strings.NewReader(""), out: &out, err: &stderr}
+	require.NoError(t, cmdPolicy(context.Background(), st,
+		[]string{"override", "--audit", auditFile, "--last", "--write", filepath.Join(polDir, policy.OverridesDir)}), stderr.String())
+	var o policy.Override
+	require.NoError(t, json.Unmarshal(out.Bytes(), &o))
+	assert.Equal(t, policy.Override{Server: "filesystem", Tool: "read_file", Rule: policy.RulePathOutside, Path: ref,
+		Reason: o.Reason, Event: o.Event}, o)
+	files, err := filepath.Glob(filepath.Join(polDir, policy.OverridesDir, "*.json"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+
+	// 3. A new session picks the override up: the call passes ...
+	s = open()
+	defer s.Close()
+	text, err := callText(t, s, "read_file", map[string]any{"path": ref})
+	require.NoError(t, err)
+	assert.Contains(t, text, "the reference text")
+	// ... and what is outside its scope stays denied: the file next to it,
+	// and the same file through another tool.
+	_, err = callText(t, s, "read_file", map[string]any{"path": filepath.Join(shared, "other.txt")})
+	_, denied = guard.IsDenied(err)
+	assert.True(t, denied, "neighbouring file: %v", err)
+	_, err = callText(t, s, "write_file", map[string]any{"path": ref, "content": "overwritten"})
+	_, denied = guard.IsDenied(err)
+	assert.True(t, denied, "another tool: %v", err)
+	got, err := os.ReadFile(ref)
+	require.NoError(t, err)
+	assert.Equal(t, "the reference text", string(got))
+}
+
+func TestPolicyInit(t *testing.T) {
+	argv := buildServer(t, "filesystem")
+	ws := t.TempDir()
+	var out, stderr bytes.Buffer
+	st := stdio{in: strings.NewReader(""), out: &out, err: &stderr}
+	args := append([]string{"init", "--server", "filesystem", "--"}, argv...)
+	args = append(args, "--ws", ws)
+	require.NoError(t, cmdPolicy(context.Background(), st, args), stderr.String())
+	p, err := policy.Parse(out.Bytes(), map[string]string{"WS": ws})
+	require.NoError(t, err)
+	assert.Equal(t, "filesystem", p.Server)
+	assert.Equal(t, policy.Arg{Kind: policy.KindPath, Access: policy.Read}, p.Tools["read_file"].Args["path"])
+	assert.Equal(t, policy.Arg{Kind: policy.KindPath, Access: policy.Write}, p.Tools["write_file"].Args["path"])
+	assert.Equal(t, policy.Arg{Kind: policy.KindPath, Access: policy.Write}, p.Tools["move_file"].Args["destination"])
+	assert.Len(t, p.Tools, 9)
+	_, err = policy.Compile(p, policy.EngineOptions{L2: true})
+	require.NoError(t, err)
+
+	// Usage errors.
+	assert.ErrorIs(t, cmdPolicy(context.Background(), st, []string{"init"}), errUsage)
+	assert.ErrorIs(t, cmdPolicy(context.Background(), st, []string{"nope"}), errUsage)
+	assert.ErrorIs(t, cmdPolicy(context.Background(), st, []string{"override"}), errUsage)
+	assert.Error(t, cmdPolicy(context.Background(), st, []string{"init", "--", "/nonexistent/server"}))
+}
+
+func TestPolicyCheckAndOverrideErrors(t *testing.T) {
+	var out, stderr bytes.Buffer
+	st := stdio{in: strings.NewReader(""), out: &out, err: &stderr}
+	dir := t.TempDir()
+	require.NoError(t, cmdPolicy(context.Background(), st, []string{"check", "--var", "WS=" + dir, "--var", "HOME=" + dir, "--var", "TMP=" + dir, "../../testdata/policies/shell.json"}))
+	assert.Contains(t, out.String(), "ok: server shell")
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"server":"x","tools":{"t":{"args":{"a":{"kind":"weird"}}}}}`), 0o644))
+	assert.Error(t, cmdPolicy(context.Background(), st, []string{"check", bad}))
+
+	log := filepath.Join(dir, "audit.jsonl")
+	require.NoError(t, os.WriteFile(log, []byte(`{"server":"x","layer":"L1","rule":"schema.invalid","tool":"t","decision":"deny"}`+"\n"), 0o644))
+	err := cmdPolicy(context.Background(), st, []string{"override", "--audit", log, "--event", "1"})
+	assert.ErrorIs(t, err, policy.ErrNotOverridable)
+	assert.ErrorIs(t, cmdPolicy(context.Background(), st, []string{"override", "--audit", log, "--event", "2"}), errUsage)
+	require.NoError(t, os.WriteFile(log, []byte("not json\n"), 0o644))
+	assert.ErrorContains(t, cmdPolicy(context.Background(), st, []string{"override", "--audit", log}), ":1:")
+}
