@@ -14,7 +14,11 @@ type Pool struct {
 	tasks   chan task
 	workers int
 	wg      sync.WaitGroup
-	once    sync.Once
+
+	// mu makes Close wait for jobs in flight; after it, jobs run on the
+	// caller alone instead of sending on a closed channel.
+	mu     sync.RWMutex
+	closed bool
 }
 
 type job interface {
@@ -51,9 +55,15 @@ func NewPool(n int) *Pool {
 // Workers returns how many goroutines share a job.
 func (p *Pool) Workers() int { return p.workers }
 
-// Close stops the workers after queued work is done.
+// Close waits for jobs in flight and stops the workers. Jobs started
+// afterwards still run, on their caller's goroutine.
 func (p *Pool) Close() {
-	p.once.Do(func() { close(p.tasks) })
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.tasks)
+	}
+	p.mu.Unlock()
 	p.wg.Wait()
 }
 
@@ -62,6 +72,12 @@ func (p *Pool) Close() {
 func (p *Pool) run(j job, flops int, wg *sync.WaitGroup) {
 	parts := p.workers
 	if flops < 1<<17 || parts == 1 {
+		j.run(0, 1)
+		return
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
 		j.run(0, 1)
 		return
 	}

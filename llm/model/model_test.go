@@ -375,3 +375,18 @@ func TestBidirectionalAttention(t *testing.T) {
 	}
 	assert.Equal(t, int64(4*T*T*hd*heads), j.countFlops())
 }
+
+func TestPoolAfterClose(t *testing.T) {
+	pool := NewPool(2)
+	j, flops := kernelJob(8, 64, 64)
+	var wg sync.WaitGroup
+	pool.run(j, 1<<30, &wg)
+	want := append([]float32(nil), j.dst...)
+	pool.Close()
+	for i := range j.dst {
+		j.dst[i] = 0
+	}
+	pool.run(j, flops<<20, &wg) // runs on the caller, no panic
+	assert.Equal(t, want, j.dst)
+	pool.Close() // idempotent
+}

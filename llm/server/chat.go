@@ -277,8 +277,18 @@ func (g *generation) stream(ctx context.Context, w http.ResponseWriter) {
 		}
 	})
 	if err != nil {
-		// The client is gone or the model failed: the stream just ends
-		// without [DONE], which clients report as a cut stream.
+		// A client that left gets nothing more. A model failure is sent as
+		// an error event, as the OpenAI API does mid-stream; either way the
+		// stream ends without [DONE].
+		if ctx.Err() == nil {
+			_, _ = bw.WriteString("data: ")
+			_ = enc.Encode(apiError{Error: apiErrorBody{Message: err.Error(), Type: "server_error"}})
+			_ = bw.WriteByte('\n')
+			_ = bw.Flush()
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
 		return
 	}
 	finish := g.finish
