@@ -11,6 +11,9 @@ import (
 	"github.com/mcpguard/mcpguard/llm/model"
 )
 
+// errEmptyInputs is an empty batch (TEI answers it with 400 "Empty").
+var errEmptyInputs = errors.New("`inputs` cannot be empty")
+
 // classifyInputs parses an input that is a string or an array of strings;
 // batch reports which.
 func classifyInputs(raw json.RawMessage) (texts []string, batch bool, err error) {
@@ -25,7 +28,7 @@ func classifyInputs(raw json.RawMessage) (texts []string, batch bool, err error)
 		return nil, false, errors.New("inputs must be a string or an array of strings")
 	}
 	if len(texts) == 0 {
-		return nil, true, errors.New("inputs is empty")
+		return nil, true, errEmptyInputs
 	}
 	return texts, true, nil
 }
@@ -76,7 +79,13 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
+	// Status codes follow TEI's mapping of its error types: Empty 400,
+	// Validation 413, Tokenizer 422, Backend 424.
 	texts, batch, err := classifyInputs(req.Inputs)
+	if errors.Is(err, errEmptyInputs) {
+		writeJSON(w, http.StatusBadRequest, teiError{Error: err.Error(), ErrorType: "Empty"})
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusUnprocessableEntity, teiError{Error: err.Error(), ErrorType: "Validation"})
 		return
@@ -98,7 +107,7 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 	logits, err := s.runClassifier(r.Context(), all)
 	if err != nil {
 		if r.Context().Err() == nil {
-			writeJSON(w, http.StatusInternalServerError, teiError{Error: err.Error(), ErrorType: "Backend"})
+			writeJSON(w, http.StatusFailedDependency, teiError{Error: err.Error(), ErrorType: "Backend"})
 		}
 		return
 	}

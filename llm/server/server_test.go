@@ -542,6 +542,12 @@ func TestPredict(t *testing.T) {
 	assert.Equal(t, 200, code)
 	code, _ = post(`{"inputs":42}`)
 	assert.Equal(t, http.StatusUnprocessableEntity, code)
+	code, body = post(`{"inputs":[]}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	require.NoError(t, json.Unmarshal(body, &te))
+	assert.Equal(t, "Empty", te.ErrorType)
+	code, _ = post(`{"inputs":[` + strings.Repeat(`"x",`, 32) + `"x"]}`)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, code, "more than MaxBatch inputs")
 	code, _ = post(`{"inputs":`)
 	assert.Equal(t, http.StatusBadRequest, code)
 }
