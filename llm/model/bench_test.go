@@ -202,3 +202,19 @@ func benchIDs(n, vocab int) []int32 {
 	}
 	return ids
 }
+
+// BenchmarkTokenize encodes 128 KiB of English text.
+func BenchmarkTokenize(b *testing.B) {
+	tok := NewTokenizer(32000)
+	var text []byte
+	for len(text) < 128<<10 {
+		text = append(text, english...)
+	}
+	s := string(text[:128<<10])
+	ids := make([]int32, 0, len(s))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		ids = tok.Encode(ids[:0], s)
+	}
+	b.ReportMetric(float64(len(s))/float64(len(ids)), "chars/token")
+}

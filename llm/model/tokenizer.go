@@ -92,6 +92,18 @@ const (
 )
 
 func classOf(r rune) class {
+	if r < utf8.RuneSelf {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_':
+			return clLetter
+		case r >= '0' && r <= '9':
+			return clDigit
+		case r == ' ' || r >= '\t' && r <= '\r':
+			return clSpace
+		default:
+			return clPunct
+		}
+	}
 	switch {
 	case r == ' ' || r == '\t' || r == '\n' || r == '\r' || unicode.IsSpace(r):
 		return clSpace
