@@ -2,6 +2,7 @@ package firewall_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"testing"
@@ -272,4 +273,31 @@ func FuzzSegment(f *testing.F) {
 			require.LessOrEqual(t, firewall.EstimateTokens(seg), budget, "%q", seg)
 		}
 	})
+}
+
+// The trigger windows must find exactly what the whole-text regexps find.
+func TestRegexWindowsAgreeWithWholeText(t *testing.T) {
+	vocab := strings.Fields("ignore Ignore IGNORE all previous prior the instructions prompt rules disregard above " +
+		"new system instructions: you are now a act as unrestricted reveal print system prompt <|im_start|> [INST] " +
+		"<important> send post the api_key passwords .ssh token lorem ipsum dolor. \n resend xignore keys")
+	rng := rand.New(rand.NewPCG(7, 9))
+	fast := firewall.NewRegex()
+	for i := range 3000 {
+		var b strings.Builder
+		for range rng.IntN(120) {
+			b.WriteString(vocab[rng.IntN(len(vocab))])
+			b.WriteByte(" \n.,"[rng.IntN(4)])
+			if rng.IntN(20) == 0 {
+				b.WriteString(strings.Repeat("filler ", rng.IntN(40)))
+			}
+		}
+		s := b.String()
+		want := false
+		for _, p := range firewall.DefaultPatterns() {
+			want = want || p.Re.MatchString(s)
+		}
+		d, err := fast.Scan(context.Background(), toolMsg(s), nil)
+		require.NoError(t, err)
+		require.Equal(t, want, d.Action == firewall.Block, "case %d: %q", i, s)
+	}
 }

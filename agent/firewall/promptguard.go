@@ -45,7 +45,7 @@ type PromptGuardOptions struct {
 	MaxSegmentTokens int
 	// CountTokens estimates a text's tokens (default EstimateTokens).
 	CountTokens func(string) int
-	// BatchSize is the number of segments per request (default 8; TEI
+	// BatchSize is the number of segments per request (default 16; TEI
 	// accepts 32 unless --max-client-batch-size says otherwise).
 	BatchSize int
 	// Concurrency is the number of requests in flight (default 4).
@@ -93,7 +93,7 @@ func NewPromptGuard(o PromptGuardOptions) (*PromptGuard, error) {
 		o.CountTokens = EstimateTokens
 	}
 	if o.BatchSize <= 0 {
-		o.BatchSize = 8
+		o.BatchSize = 16
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 4
@@ -304,34 +304,38 @@ func (p *PromptGuard) parseVLLM(data []byte, n int) ([]float64, error) {
 
 // EstimateTokens over-estimates the tokens a subword tokenizer (DeBERTa's
 // SentencePiece, byte-level BPE) makes of text, so that segments cut by it
-// fit the model: a letter or digit run counts one token per 3 characters
-// (real vocabularies average about 4 on prose), every other ASCII symbol
-// and every non-ASCII character one each, and each whitespace run one.
+// fit the model: an ASCII letter or digit run counts one token per 3
+// characters (real vocabularies average about 4 on prose, whole common words
+// being one token), every other ASCII symbol and every non-ASCII character
+// one each, a whitespace run one, except a single space, which real
+// tokenizers fold into the next word.
 func EstimateTokens(text string) int {
-	n, run := 0, 0
-	flush := func() {
+	n, run, spaces := 0, 0, 0
+	single := true
+	for _, r := range text {
+		if unicode.IsSpace(r) {
+			n += (run + 2) / 3
+			run = 0
+			spaces++
+			single = single && r == ' '
+			continue
+		}
+		if spaces > 1 || spaces == 1 && !single {
+			n++
+		}
+		spaces, single = 0, true
+		if r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			run++
+			continue
+		}
 		n += (run + 2) / 3
 		run = 0
+		n++
 	}
-	space := false
-	for _, r := range text {
-		switch {
-		case r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)):
-			run++
-			space = false
-		case unicode.IsSpace(r):
-			flush()
-			if !space {
-				n++
-			}
-			space = true
-		default:
-			flush()
-			n++
-			space = false
-		}
+	n += (run + 2) / 3
+	if spaces > 1 || spaces == 1 && !single {
+		n++
 	}
-	flush()
 	return n
 }
 
@@ -360,14 +364,12 @@ func Segment(text string, budget int, count func(string) int) []string {
 		}
 		if w > budget { // a giant word: cut it by characters
 			k := i
+			// A rune is at most one token, whatever count says of it alone.
 			for k < j {
 				m, u := k, 0
-				for m < j {
+				for m < j && u < budget {
 					_, size := utf8.DecodeRuneInString(text[m:])
-					if u+count(text[m:m+size]) > budget && m > k {
-						break
-					}
-					u += count(text[m : m+size])
+					u++
 					m += size
 				}
 				if m == j {

@@ -1,0 +1,171 @@
+package mcpguard_test
+
+// BenchmarkFirewall drills into what LlamaFirewall-style guardrails cost one
+// agent iteration: no firewall, each scanner alone, all together, by
+// tool-output size. The regex, hidden-ASCII and PromptGuard scanners read the
+// tool's output before it reaches the model; the AlignmentCheck judge reads
+// the trace at each assistant action (the tool call and the final answer).
+// The classifier is PROMPTGUARD_URL (TEI /predict by default, PROMPTGUARD_API=vllm
+// for /classify), else the reference server's /predict; the judge uses the
+// agent's own model endpoint.
+//
+// BenchmarkFirewallClient shows the client side of each scanner alone,
+// against an endpoint that answers at once.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mcpguard/mcpguard/agent"
+	"github.com/mcpguard/mcpguard/agent/envinfo"
+	"github.com/mcpguard/mcpguard/agent/firewall"
+	"github.com/mcpguard/mcpguard/agent/llmtest"
+	openai "github.com/sashabaranov/go-openai"
+)
+
+var benchFWSizes = flag.String("firewall.sizes", "1KiB,16KiB", "comma-separated tool-output sizes BenchmarkFirewall runs, of 1KiB, 16KiB, 128KiB (128KiB: the classifier and the judge each take seconds per iteration on the reference model)")
+
+// scannerUnit names a scanner's metric.
+func scannerUnit(name string) string { return strings.ReplaceAll(name, "_", "-") + "-ns" }
+
+type fwSetup struct {
+	name string
+	// tool and assistant are the scanners per role.
+	tool, assistant []firewall.Scanner
+}
+
+func firewallSetups(b *testing.B, m *benchModel) []fwSetup {
+	b.Helper()
+	url, api := m.cfg.ClassifierURL, firewall.ClassifierAPI(m.cfg.ClassifierAPI)
+	if url == "" {
+		url = m.rootURL
+	}
+	if url == "" {
+		b.Fatal("an external VLLM_BASE_URL needs PROMPTGUARD_URL for the classifier")
+	}
+	pg, err := firewall.NewPromptGuard(firewall.PromptGuardOptions{URL: url, API: api, Model: m.cfg.ClassifierModel})
+	if err != nil {
+		b.Fatal(err)
+	}
+	llm := m.llm()
+	if err := llm.ResolveModel(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	judge, err := firewall.NewAlignment(firewall.AlignmentOptions{Client: llm.Client(), Model: llm.Model()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	regex, hidden := firewall.NewRegex(), firewall.NewHiddenASCII()
+	return []fwSetup{
+		{name: "none"},
+		{name: "regex", tool: []firewall.Scanner{regex}},
+		{name: "hidden_ascii", tool: []firewall.Scanner{hidden}},
+		{name: "promptguard", tool: []firewall.Scanner{pg}},
+		{name: "alignment_check", assistant: []firewall.Scanner{judge}},
+		{name: "all", tool: []firewall.Scanner{hidden, regex, pg}, assistant: []firewall.Scanner{judge}},
+	}
+}
+
+func BenchmarkFirewall(b *testing.B) {
+	m := startModel(b)
+	defer m.stop()
+	classifier := m.cfg.ClassifierURL
+	if classifier == "" {
+		classifier = m.rootURL + "/predict"
+	}
+	printEnv(b, m, envinfo.Line{Key: "classifier-endpoint", Value: classifier})
+	dir := b.TempDir()
+	files := writeTarget(b, dir)
+	setups := firewallSetups(b, m)
+	stampCost := agent.StampCost(100000)
+	for _, size := range strings.Split(*benchFWSizes, ",") {
+		size = strings.TrimSpace(size)
+		if files[size] == "" {
+			b.Fatalf("-firewall.sizes: unknown size %q", size)
+		}
+		for _, s := range setups {
+			b.Run(fmt.Sprintf("size=%s/fw=%s", size, s.name), func(b *testing.B) {
+				var fw *firewall.Firewall
+				if s.name != "none" {
+					fw = firewall.New(map[firewall.Role][]firewall.Scanner{firewall.RoleTool: s.tool, firewall.RoleAssistant: s.assistant})
+				}
+				a := newBenchAgent(b, m, dir, "none", agent.Options{Firewall: fw})
+				var sums phaseSums
+				ctx := context.Background()
+				for b.Loop() {
+					r, err := a.Run(ctx, task(files[size]))
+					if err != nil {
+						b.Fatal(err)
+					}
+					// A clean file must pass: a false positive would time a
+					// shorter, blocked run instead of an iteration.
+					if r.Outcome != agent.Completed {
+						b.Fatalf("clean file stopped (%s) by %s: %s", r.Outcome, r.Verdict.Scanner, r.Verdict.Reason)
+					}
+					sums.add(r)
+				}
+				sums.report(b, stampCost)
+				n := float64(sums.n)
+				b.ReportMetric(float64(sums.fw.Nanoseconds())/n, "fw-ns")
+				total := sums.planning + sums.tool + sums.prefill + sums.decode + sums.fw
+				if total > 0 {
+					b.ReportMetric(100*float64(sums.fw)/float64(total), "fw-pct")
+				}
+				for _, sc := range append(s.tool, s.assistant...) {
+					b.ReportMetric(float64(sums.scanners[sc.Name()].Nanoseconds())/n, scannerUnit(sc.Name()))
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkFirewallClient is each scanner's client side (request building,
+// HTTP, parsing, segmenting) against an endpoint that answers at once, so
+// the model's own compute is out of the picture: ns/op is the cost per scan.
+func BenchmarkFirewallClient(b *testing.B) {
+	srv := llmtest.New()
+	defer srv.Close()
+	cfg := openai.DefaultConfig("")
+	cfg.BaseURL = srv.BaseURL()
+	judge, err := firewall.NewAlignment(firewall.AlignmentOptions{Client: openai.NewClientWithConfig(cfg), Model: "scripted"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tei, err := firewall.NewPromptGuard(firewall.PromptGuardOptions{URL: srv.URL, API: firewall.TEI})
+	if err != nil {
+		b.Fatal(err)
+	}
+	vllm, err := firewall.NewPromptGuard(firewall.PromptGuardOptions{URL: srv.URL, API: firewall.VLLM, Model: "pg"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	scanners := []struct {
+		name string
+		s    firewall.Scanner
+	}{{"regex", firewall.NewRegex()}, {"hidden_ascii", firewall.NewHiddenASCII()},
+		{"promptguard-tei", tei}, {"promptguard-vllm", vllm}, {"alignment_check", judge}}
+	trace := []firewall.Message{{Role: firewall.RoleUser, Content: "Read the file /data/notes.txt and summarize it."},
+		{Role: firewall.RoleAssistant, ToolName: "read_file", ToolArgs: `{"path":"/data/notes.txt"}`}}
+	for _, size := range benchSizes {
+		text := strings.Repeat("the agent reads a file and reports what it holds. ", size.bytes/50+1)[:size.bytes]
+		msg := firewall.Message{Role: firewall.RoleTool, ToolName: "read_file", Content: text}
+		segs := len(firewall.Segment(text, 510, firewall.EstimateTokens))
+		for _, sc := range scanners {
+			b.Run(fmt.Sprintf("size=%s/scanner=%s", size.name, sc.name), func(b *testing.B) {
+				ctx := context.Background()
+				for b.Loop() {
+					d, err := sc.s.Scan(ctx, msg, trace)
+					if err != nil || d.Action != firewall.Allow {
+						b.Fatalf("clean text: %v %+v", err, d)
+					}
+				}
+				if strings.HasPrefix(sc.name, "promptguard") {
+					b.ReportMetric(float64(segs), "segments")
+				}
+			})
+		}
+	}
+}
