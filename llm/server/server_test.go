@@ -640,3 +640,67 @@ func TestSyntheticHeaderEverywhere(t *testing.T) {
 		}
 	}
 }
+
+func TestToolChoice(t *testing.T) {
+	_, _, c := newTestServer(t, func(c *Config) { c.AnswerTokens = 8 })
+	req := planRequest("read /data/a.txt")
+	req.ToolChoice = "none"
+	r, err := c.CreateChatCompletion(context.Background(), req)
+	require.NoError(t, err)
+	assert.Empty(t, r.Choices[0].Message.ToolCalls)
+	assert.Equal(t, 8, r.Usage.CompletionTokens)
+
+	req.ToolChoice = openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: "list_directory"}}
+	r, err = c.CreateChatCompletion(context.Background(), req)
+	require.NoError(t, err)
+	require.Len(t, r.Choices[0].Message.ToolCalls, 1)
+	assert.Equal(t, "list_directory", r.Choices[0].Message.ToolCalls[0].Function.Name)
+	assert.JSONEq(t, `{"path":"/data/a.txt"}`, r.Choices[0].Message.ToolCalls[0].Function.Arguments)
+
+	// Nothing in the task fits a tool: auto answers, required still calls.
+	req = planRequest("hello there")
+	r, err = c.CreateChatCompletion(context.Background(), req)
+	require.NoError(t, err)
+	assert.Empty(t, r.Choices[0].Message.ToolCalls)
+	req.ToolChoice = "required"
+	r, err = c.CreateChatCompletion(context.Background(), req)
+	require.NoError(t, err)
+	assert.Len(t, r.Choices[0].Message.ToolCalls, 1)
+}
+
+func TestContentPartsAndDeveloperRole(t *testing.T) {
+	_, _, c := newTestServer(t, nil)
+	req := openai.ChatCompletionRequest{
+		Model: ModelName,
+		Messages: []openai.ChatCompletionMessage{
+			{Role: "developer", Content: "Use the tools."},
+			{Role: openai.ChatMessageRoleUser, MultiContent: []openai.ChatMessagePart{
+				{Type: openai.ChatMessagePartTypeText, Text: "Please read "},
+				{Type: openai.ChatMessagePartTypeText, Text: "/etc/hostname"},
+			}},
+		},
+		Tools: fsTools,
+	}
+	r, err := c.CreateChatCompletion(context.Background(), req)
+	require.NoError(t, err)
+	require.Len(t, r.Choices[0].Message.ToolCalls, 1)
+	assert.JSONEq(t, `{"path":"/etc/hostname"}`, r.Choices[0].Message.ToolCalls[0].Function.Arguments)
+}
+
+// TestCancelDuringPrefill leaves a non-streaming request with a ~30k-token
+// prompt while it prefills; the server stops within a chunk.
+func TestCancelDuringPrefill(t *testing.T) {
+	s, _, c := newTestServer(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.CreateChatCompletion(ctx, answerRequest("read /x", strings.Repeat("some words of output here\n", 5000)))
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { return s.Stats().Active == 1 }, 10*time.Second, time.Millisecond)
+	cancel()
+	require.Error(t, <-errc)
+	require.Eventually(t, func() bool { return s.Stats().Active == 0 }, 10*time.Second, time.Millisecond)
+	assert.Zero(t, s.Stats().PromptTokens, "the prefill did not complete")
+	assert.Zero(t, s.Stats().CompletionTokens)
+}
