@@ -13,3 +13,6 @@ func dot8(a, b *float32, n int) float32
 
 //go:noescape
 func axpy8(y *float32, a float32, x *float32, n int)
+
+//go:noescape
+func expSub8(s *float32, n int, m float32) float32

@@ -100,3 +100,60 @@ aloop:
 
 	VZEROUPPER
 	RET
+
+#define BCAST(bits, reg) MOVL $bits, R11; VMOVD R11, X0; VPBROADCASTD X0, reg
+
+// func expSub8(s *float32, n int, m float32) float32
+// s[i] = e^(s[i]-m) for i < n (n > 0, a multiple of 8), returning the sum.
+// Inputs below m-87 give e^-87 (~1.6e-38) instead of 0. e^x = 2^k·e^r with
+// k = round(x·log2 e), r = x - k·ln2 (ln2 in two parts) in [-ln2/2, ln2/2],
+// e^r by its Taylor series to degree 6 (relative error ~1.2e-7).
+TEXT ·expSub8(SB), NOSPLIT, $0-28
+	MOVQ s+0(FP), AX
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y15
+	BCAST(0xc2ae0000, Y13) // -87
+	BCAST(0x3fb8aa3b, Y12) // log2 e
+	BCAST(0x3f317200, Y11) // ln2 high part
+	BCAST(0x35bfbe8e, Y10) // ln2 low part
+	BCAST(0x0000007f, Y9)  // 127, the exponent bias
+	BCAST(0x3f800000, Y8)  // 1
+	BCAST(0x3f000000, Y7)  // 1/2
+	BCAST(0x3e2aaaab, Y6)  // 1/6
+	BCAST(0x3d2aaaab, Y5)  // 1/24
+	BCAST(0x3c088889, Y4)  // 1/120
+	BCAST(0x3ab60b61, Y3)  // 1/720
+	VXORPS Y14, Y14, Y14
+
+eloop:
+	VMOVUPS (AX), Y0
+	VSUBPS Y15, Y0, Y0
+	VMAXPS Y13, Y0, Y0
+	VMULPS Y12, Y0, Y1
+	VROUNDPS $0, Y1, Y1
+	VFNMADD231PS Y11, Y1, Y0
+	VFNMADD231PS Y10, Y1, Y0
+	VMOVAPS Y3, Y2
+	VFMADD213PS Y4, Y0, Y2
+	VFMADD213PS Y5, Y0, Y2
+	VFMADD213PS Y6, Y0, Y2
+	VFMADD213PS Y7, Y0, Y2
+	VFMADD213PS Y8, Y0, Y2
+	VFMADD213PS Y8, Y0, Y2
+	VCVTPS2DQ Y1, Y1
+	VPADDD Y9, Y1, Y1
+	VPSLLD $23, Y1, Y1
+	VMULPS Y1, Y2, Y2
+	VMOVUPS Y2, (AX)
+	VADDPS Y2, Y14, Y14
+	ADDQ $32, AX
+	SUBQ $8, CX
+	JNZ  eloop
+
+	VEXTRACTF128 $1, Y14, X1
+	VADDPS X1, X14, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET

@@ -390,3 +390,28 @@ func TestPoolAfterClose(t *testing.T) {
 	assert.Equal(t, want, j.dst)
 	pool.Close() // idempotent
 }
+
+func TestExpRow(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{1, 7, 8, 13, 64} {
+		s := make([]float32, n+6)
+		for i := range s {
+			s[i] = r.Float32()*40 - 30
+		}
+		orig := append([]float32(nil), s...)
+		const m = 10
+		jlo, jhi := 3, 3+n
+		sum := expRow(s, jlo, jhi, m)
+		var want float64
+		for j := range s {
+			if j < jlo || j >= jhi {
+				require.Zero(t, s[j])
+				continue
+			}
+			e := math.Exp(float64(orig[j] - m))
+			want += e
+			require.InDelta(t, 0, (float64(s[j])-e)/e, 1e-6, "n=%d j=%d x=%v", n, j, orig[j]-m)
+		}
+		assert.InDelta(t, 0, (float64(sum)-want)/want, 1e-5)
+	}
+}
