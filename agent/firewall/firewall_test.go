@@ -104,9 +104,13 @@ func TestPromptGuard(t *testing.T) {
 				assert.Equal(t, firewall.Block, d.Action)
 				calls := srv.ClassifyCalls() - before
 				if batch == 1 {
+					// In order, at most 4 in flight: the last segment goes
+					// out after the first ones.
 					assert.Greater(t, calls, 10)
 				} else {
-					assert.Greater(t, calls, 1)
+					// Batches race; the one with the injection may win and
+					// cancel the others before they are sent.
+					assert.GreaterOrEqual(t, calls, 1)
 				}
 				assert.Equal(t, firewall.Allow, scan(t, pg, strings.Repeat("lorem ipsum dolor sit amet ", 2000)).Action)
 			}
@@ -282,7 +286,7 @@ func TestRegexWindowsAgreeWithWholeText(t *testing.T) {
 		"<important> send post the api_key passwords .ssh token lorem ipsum dolor. \n resend xignore keys")
 	rng := rand.New(rand.NewPCG(7, 9))
 	fast := firewall.NewRegex()
-	for i := range 3000 {
+	for i := range 1000 {
 		var b strings.Builder
 		for range rng.IntN(120) {
 			b.WriteString(vocab[rng.IntN(len(vocab))])
