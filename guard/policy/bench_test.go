@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/servers"
 )
 
 // BenchmarkPolicy times one benign tools/call (read_file of a workspace
@@ -61,4 +64,57 @@ func BenchmarkPolicy(b *testing.B) {
 	slices.Sort(ns)
 	b.ReportMetric(ns[len(ns)/2], "p50-ns")
 	b.ReportMetric(ns[len(ns)*95/100], "p95-ns")
+}
+
+// BenchmarkPolicyProxy times a benign read_file on the corpus's filesystem
+// server through the real proxy, once with a chain of one no-op layer and
+// once with the C-app layers, so that the difference is what L1+L2 cost
+// and not what running a chain at all costs the proxy (parsing each
+// request, a goroutine per call; C0 forwards raw bytes and pays neither).
+func BenchmarkPolicyProxy(b *testing.B) {
+	ws := b.TempDir()
+	require.NoError(b, os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("hello from the workspace"), 0o644))
+	argv, err := servers.Command(context.Background(), "filesystem", b.TempDir())
+	require.NoError(b, err)
+	argv = append(argv, "--ws", ws)
+	root, err := servers.Root()
+	require.NoError(b, err)
+	setup, err := configs.Build(configs.CApp, configs.Options{Server: "filesystem",
+		PolicyFile: filepath.Join(root, "testdata/policies/filesystem.json"),
+		Vars:       map[string]string{"WS": ws, "HOME": b.TempDir(), "TMP": b.TempDir()}})
+	require.NoError(b, err)
+	noop := func(next guard.Handler) guard.Handler { return next }
+	for _, c := range []struct {
+		name    string
+		layers  []guard.Middleware
+		prepare []func(*exec.Cmd) error
+	}{
+		{"noop-layer", []guard.Middleware{noop}, nil},
+		{"C-app", setup.Layers, setup.Prepare},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			s, err := guard.Open(ctx, &guard.Proxy{Command: argv, Server: "filesystem", Config: c.name,
+				Layers: c.layers, Prepare: c.prepare, Grace: 500 * time.Millisecond})
+			require.NoError(b, err)
+			defer s.Close()
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "read_file"
+			req.Params.Arguments = map[string]any{"path": filepath.Join(ws, "notes.txt")}
+			if _, err := s.CallTool(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			var ns []float64
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := s.CallTool(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+				ns = append(ns, float64(time.Since(t0)))
+			}
+			slices.Sort(ns)
+			b.ReportMetric(ns[len(ns)/2], "p50-ns")
+			b.ReportMetric(ns[len(ns)*95/100], "p95-ns")
+		})
+	}
 }
