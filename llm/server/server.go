@@ -7,7 +7,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -210,6 +209,3 @@ func (s *Server) modelByID(w http.ResponseWriter, r *http.Request) {
 	}
 	writeError(w, http.StatusNotFound, "invalid_request_error", "model", "model_not_found", fmt.Sprintf("The model `%s` does not exist.", id))
 }
-
-// errBadRequest marks request errors.
-var errBadRequest = errors.New("bad request")
