@@ -87,6 +87,19 @@ func TestRunCompletes(t *testing.T) {
 	assert.Equal(t, 8+2, r.GenTokens(), "usage from both requests")
 	assert.Positive(t, r.PromptTokens())
 	assert.Equal(t, r.Phases.Decode/7, r.TPOT())
+	assert.Nil(t, r.Final.Timings, "no timings unless the server sends them")
+}
+
+func TestRunParsesLlamaCppTimings(t *testing.T) {
+	f := newFixture(t, "hello")
+	f.llm.Timings = true
+	a := f.agent(t, nil, 0)
+	r, err := run(t, a, "Summarize the file "+f.file+".")
+	require.NoError(t, err)
+	require.NotNil(t, r.Final.Timings)
+	assert.Equal(t, 8, r.Final.Timings.PredictedN)
+	assert.InDelta(t, 40.0, r.Final.Timings.PredictedMS, 1e-9)
+	assert.InDelta(t, 12.5, r.Final.Timings.PromptMS, 1e-9)
 }
 
 func TestRunErrors(t *testing.T) {
@@ -261,4 +274,14 @@ func TestFirewallBlocksInjectedToolOutput(t *testing.T) {
 			assert.NotEmpty(t, r.Answer)
 		})
 	}
+}
+
+// BenchmarkStampCost is the per-chunk bookkeeping of a stream (clock read,
+// stall watchdog reset, stamp): BenchmarkAgent's timing-ppm divides it,
+// times the chunks, by the phases it timed.
+func BenchmarkStampCost(b *testing.B) {
+	for b.Loop() {
+		agent.StampCost(1000)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/chunk")
 }

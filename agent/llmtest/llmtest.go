@@ -53,6 +53,8 @@ type Server struct {
 	// Score returns the classifier's malicious probability for a text
 	// (default 0.01).
 	Score func(text string) float64
+	// Timings adds llama.cpp's `timings` object to the answer's last chunk.
+	Timings bool
 	// Judge is the alignment judge's JSON answer for non-streamed requests
 	// with a response_format (default: a conclusion of false).
 	Judge string
@@ -202,7 +204,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			send(chunk(map[string]any{"content": fmt.Sprintf("tok%d ", i)}, nil))
 			gen++
 		}
-		send(chunk(map[string]any{}, "stop"))
+		last := chunk(map[string]any{}, "stop")
+		if s.Timings {
+			last["timings"] = map[string]any{"prompt_n": prompt, "prompt_ms": 12.5, "prompt_per_token_ms": 0.1,
+				"prompt_per_second": 10000.0, "predicted_n": gen, "predicted_ms": 40.0, "predicted_per_token_ms": 5.0,
+				"predicted_per_second": 200.0, "cache_n": 0}
+		}
+		send(last)
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		u := map[string]any{}
