@@ -3,6 +3,8 @@ package landlock
 import (
 	"fmt"
 	"strings"
+
+	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 )
 
 // Feature is something Landlock enforces from some ABI version on.
@@ -53,17 +55,24 @@ func Missing(abi int) []string {
 // limits returns the short text the results table shows for this backend
 // on the given ABI with the given rules: what it cannot stop.
 func limits(abi int, r *Rules) string {
-	parts := []string{fmt.Sprintf("landlock ABI %d", abi), "ports only, no IP filtering"}
+	filter := ruleset.HasSocketFilter()
+	parts := []string{fmt.Sprintf("landlock ABI %d", abi), "network by port only, no IP filtering"}
 	if abi < 4 {
-		parts = append(parts, "no network rules (TCP needs ABI 4)")
+		parts = append(parts, "no TCP rules (needs ABI 4)")
 	}
 	if r != nil && r.AnyConnect {
 		parts = append(parts, "TCP connect unrestricted (a network rule has no ports)")
 	}
-	if abi < 10 {
+	switch {
+	case abi >= 10:
+	case !filter || (r != nil && r.AllowUDP):
 		parts = append(parts, "UDP not covered (needs ABI 10)")
+	default:
+		parts = append(parts, "UDP sockets refused outright (seccomp; by port needs ABI 10)")
 	}
-	parts = append(parts, "MPTCP not covered")
+	if !filter {
+		parts = append(parts, "MPTCP, SCTP and raw sockets not covered")
+	}
 	if abi < 9 {
 		parts = append(parts, "pathname unix sockets not covered (needs ABI 9)")
 	}

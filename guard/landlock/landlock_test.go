@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -71,6 +72,31 @@ func do(action string) error {
 		c, err := net.Dial("tcp", arg)
 		if err == nil {
 			c.Close()
+		}
+		return err
+	case "mptcp":
+		d := net.Dialer{}
+		d.SetMultipathTCP(true)
+		c, err := d.Dial("tcp", arg)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	case "socket":
+		kinds := map[string][3]int{
+			"raw":    {syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_UDP},
+			"sctp":   {syscall.AF_INET, syscall.SOCK_STREAM, 132},
+			"packet": {syscall.AF_PACKET, syscall.SOCK_RAW, 0},
+			"tcp":    {syscall.AF_INET6, syscall.SOCK_STREAM | syscall.SOCK_CLOEXEC, 0},
+			"unix":   {syscall.AF_UNIX, syscall.SOCK_STREAM, 0},
+		}
+		k, ok := kinds[arg]
+		if !ok {
+			return fmt.Errorf("unknown socket kind %q", arg)
+		}
+		fd, err := syscall.Socket(k[0], k[1], k[2])
+		if err == nil {
+			syscall.Close(fd)
 		}
 		return err
 	case "udp":
@@ -265,26 +291,59 @@ func TestUnguardedBaseline(t *testing.T) {
 	}
 }
 
-// TestUDPNotCovered pins a documented limit: below ABI 10 Landlock does not
-// restrict UDP, so a datagram to a port the policy does not allow gets out.
-// From ABI 10 on the same send is denied.
-func TestUDPNotCovered(t *testing.T) {
+// TestUDP: below ABI 10 Landlock does not see UDP, so the wrapper's
+// socket filter refuses UDP sockets unless the policy admits DNS (port 53)
+// or any port; from ABI 10 Landlock filters UDP by the policy's ports.
+func TestUDP(t *testing.T) {
 	w := newWorld(t)
 	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer sink.Close()
+	send := "udp:" + sink.LocalAddr().String()
+
 	sb := newSandbox(t, w.pol)
-	got := runGuarded(t, sb, "udp:"+sink.LocalAddr().String())
+	assert.Equal(t, "denied", runGuarded(t, sb, send)[send], "a policy without DNS or any-port rules")
+
+	// A policy that admits DNS needs UDP sockets: below ABI 10 they cannot
+	// be filtered by port, so the datagram gets out, and Limits says so.
+	w.pol.Network.Allow = append(w.pol.Network.Allow, policy.NetRule{Host: "192.0.2.53", Ports: []int{53}})
+	sb = newSandbox(t, w.pol)
+	got := runGuarded(t, sb, send)[send]
 	if sb.ABI() >= 10 {
-		assert.Equal(t, "denied", got["udp:"+sink.LocalAddr().String()])
+		assert.Equal(t, "denied", got, "Landlock filters UDP by port")
 		return
 	}
-	assert.Equal(t, "ok", got["udp:"+sink.LocalAddr().String()])
+	assert.Equal(t, "ok", got)
 	assert.Contains(t, sb.Limits(), "UDP not covered")
+	require.NoError(t, sink.SetReadDeadline(time.Now().Add(5*time.Second)))
 	buf := make([]byte, 16)
 	n, _, err := sink.ReadFrom(buf)
 	require.NoError(t, err)
 	assert.Equal(t, "exfil", string(buf[:n]), "the datagram reached the sink")
+}
+
+// TestOtherSockets: what Landlock's TCP rules do not see is refused by the
+// socket filter: Multipath TCP (refused as unsupported, so the dialer falls
+// back to TCP, which Landlock denies), SCTP, raw sockets.
+func TestOtherSockets(t *testing.T) {
+	if !ruleset.HasSocketFilter() {
+		t.Skip("no seccomp socket filter on this architecture")
+	}
+	w := newWorld(t)
+	sb := newSandbox(t, w.pol)
+	if sb.ABI() < 4 {
+		t.Skip("no network rules below ABI 4")
+	}
+	mptcp := "mptcp:" + w.denied.Addr().String()
+	mptcpOK := "mptcp:" + w.allowed.Addr().String()
+	got := runGuarded(t, sb, mptcp, mptcpOK, "socket:raw", "socket:sctp", "socket:packet", "socket:tcp", "socket:unix")
+	assert.Equal(t, "denied", got[mptcp], "MPTCP to a denied port")
+	assert.Equal(t, "ok", got[mptcpOK], "MPTCP falls back to TCP on an allowed port")
+	for _, a := range []string{"socket:raw", "socket:sctp", "socket:packet"} {
+		assert.Equal(t, "denied", got[a], a)
+	}
+	assert.Equal(t, "ok", got["socket:tcp"])
+	assert.Equal(t, "ok", got["socket:unix"])
 }
 
 // TestAnyPortRule: a network rule without ports cannot be expressed by
@@ -411,9 +470,9 @@ func TestPrepareRewritesCommand(t *testing.T) {
 
 func TestLimitsByABI(t *testing.T) {
 	for abi, want := range map[int][]string{
-		3:  {"no network rules", "UDP not covered", "MPTCP"},
-		7:  {"ports only", "UDP not covered (needs ABI 10)", "pathname unix sockets"},
-		10: {"ports only", "MPTCP"},
+		3:  {"no TCP rules (needs ABI 4)", "UDP", "pathname unix sockets", "signals"},
+		7:  {"by port only, no IP filtering", "UDP", "pathname unix sockets"},
+		10: {"by port only, no IP filtering"},
 	} {
 		sb, err := landlock.New(&policy.Policy{}, landlock.Options{Wrapper: "/x", Probe: func() (int, error) { return abi, nil }})
 		require.NoError(t, err)

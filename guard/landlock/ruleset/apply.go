@@ -71,6 +71,9 @@ func Wrap(args []string, probe Probe) error {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	unix.Close(fd)
+	if err := socketFilter(r, abi); err != nil {
+		return err
+	}
 	err = syscall.Exec(args[1], args[2:], os.Environ())
 	return fmt.Errorf("exec %s under landlock: %w", args[1], err)
 }
@@ -220,8 +223,23 @@ func RestrictThread(r *Rules, probe Probe) error {
 	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
-	return nil
+	return socketFilter(&own, abi)
 }
+
+// socketFilter installs the seccomp socket filter (seccomp.go) for r at
+// the given ABI. Where it is not implemented the Landlock domain stands
+// alone; its limits say so.
+func socketFilter(r *Rules, abi int) error {
+	err := installSocketFilter(r.AllowUDP || abi >= 10)
+	if errors.Is(err, errNoFilter) {
+		return nil
+	}
+	return err
+}
+
+// HasSocketFilter reports whether this build installs the seccomp socket
+// filter (amd64 and arm64).
+func HasSocketFilter() bool { return nativeArch != 0 }
 
 // Probe reports the running kernel's Landlock ABI version (0 or an error:
 // no Landlock). The sandbox takes it as a parameter so that tests can

@@ -58,6 +58,11 @@ type Rules struct {
 	// Landlock cannot express "this host, every port", so connecting is
 	// not restricted at all. Compile notes it.
 	AnyConnect bool `json:"any_connect,omitempty"`
+	// AllowUDP lets the server open UDP sockets on kernels where Landlock
+	// cannot filter UDP by port (below ABI 10): set when the policy admits
+	// port 53 (DNS) or a host on any port. Otherwise the wrapper's socket
+	// filter refuses UDP sockets there.
+	AllowUDP bool `json:"allow_udp,omitempty"`
 	// BindTCP lists the TCP ports the server may bind. The policy has no
 	// listen rules, so it is empty for stdio servers: every bind is denied.
 	BindTCP []uint16 `json:"bind_tcp,omitempty"`
@@ -163,6 +168,11 @@ func (r *Rules) Describe() string {
 		b.WriteString("tcp connect: none\n")
 	default:
 		fmt.Fprintf(&b, "tcp connect: ports %v\n", r.ConnectTCP)
+	}
+	if r.AllowUDP {
+		b.WriteString("udp sockets: allowed (filtered by port from ABI 10)\n")
+	} else {
+		b.WriteString("udp sockets: denied below ABI 10, by port from ABI 10\n")
 	}
 	if len(r.BindTCP) == 0 {
 		b.WriteString("tcp bind: none\n")

@@ -1,0 +1,8 @@
+package ruleset
+
+import "golang.org/x/sys/unix"
+
+const (
+	nativeArch = unix.AUDIT_ARCH_AARCH64
+	x32Bit     = 0
+)
