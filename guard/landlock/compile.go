@@ -39,7 +39,7 @@ import (
 //   - network.allow: the ports, for TCP connect. Hosts are dropped (noted):
 //     Landlock filters by port only. A rule without ports admits every port.
 //   - UDP: by the same ports from ABI 10; below it UDP sockets are refused
-//     unless the policy admits port 53 or any port (Rules.AllowUDP).
+//     unless the policy admits port 53 (Rules.AllowUDP).
 //   - TCP bind: nothing is allowed.
 //
 // A root that does not exist is dropped with a note, which denies it: the
@@ -91,8 +91,9 @@ func Compile(p *policy.Policy, exists func(string) bool) (*Rules, error) {
 		r.Notes = append(r.Notes, fmt.Sprintf("network.allow hosts %s reduced to their ports: any host on those ports is reachable", strings.Join(hosts, ", ")))
 	}
 	// UDP where Landlock cannot filter it by port (below ABI 10): only if
-	// the policy admits DNS or a host on any port.
-	r.AllowUDP = r.AnyConnect || slices.Contains(r.ConnectTCP, 53)
+	// the policy admits DNS by name. A host rule without ports stands for
+	// the host's TCP services (URLs); it does not open UDP to everyone.
+	r.AllowUDP = slices.Contains(r.ConnectTCP, 53)
 	slices.Sort(r.ConnectTCP)
 	r.ConnectTCP = slices.Compact(r.ConnectTCP)
 	return r, nil

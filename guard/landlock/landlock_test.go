@@ -353,9 +353,16 @@ func TestAnyPortRule(t *testing.T) {
 	w.pol.Network.Allow = []policy.NetRule{{Host: "127.0.0.2"}}
 	sb := newSandbox(t, w.pol)
 	assert.Contains(t, sb.Limits(), "TCP connect unrestricted")
-	got := runGuarded(t, sb, "connect:"+w.denied.Addr().String(), "read:"+filepath.Join(w.outside, "id_rsa"))
+	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer sink.Close()
+	udp := "udp:" + sink.LocalAddr().String()
+	got := runGuarded(t, sb, "connect:"+w.denied.Addr().String(), "read:"+filepath.Join(w.outside, "id_rsa"), udp)
 	assert.Equal(t, "ok", got["connect:"+w.denied.Addr().String()])
 	assert.Equal(t, "denied", got["read:"+filepath.Join(w.outside, "id_rsa")], "filesystem rules still hold")
+	if ruleset.HasSocketFilter() || sb.ABI() >= 10 {
+		assert.Equal(t, "denied", got[udp], "a host's TCP services do not open UDP")
+	}
 }
 
 func keys(m map[string]string) []string {

@@ -60,8 +60,8 @@ type Rules struct {
 	AnyConnect bool `json:"any_connect,omitempty"`
 	// AllowUDP lets the server open UDP sockets on kernels where Landlock
 	// cannot filter UDP by port (below ABI 10): set when the policy admits
-	// port 53 (DNS) or a host on any port. Otherwise the wrapper's socket
-	// filter refuses UDP sockets there.
+	// port 53 (DNS). Otherwise the wrapper's socket filter refuses UDP
+	// sockets there.
 	AllowUDP bool `json:"allow_udp,omitempty"`
 	// BindTCP lists the TCP ports the server may bind. The policy has no
 	// listen rules, so it is empty for stdio servers: every bind is denied.

@@ -18,9 +18,9 @@ import (
 //     without MPTCP, so programs fall back to TCP, which Landlock checks.
 //     SCTP and other stream protocols get EACCES.
 //   - IPv4/IPv6 datagram sockets: allowed when Landlock filters UDP by port
-//     (ABI 10+) or when the policy admits UDP it cannot express otherwise
-//     (a port-53 or any-port rule, see Rules.AllowUDP); denied (EACCES)
-//     otherwise, so UDP exfiltration is closed on older ABIs too.
+//     (ABI 10+) or when the policy admits DNS (a port-53 rule, see
+//     Rules.AllowUDP); denied (EACCES) otherwise, so UDP exfiltration is
+//     closed on older ABIs too.
 //   - Raw and packet sockets (root could forge any packet): EACCES.
 //   - Other families (unix, netlink) are left to Landlock's scoping.
 //   - System calls of a foreign ABI (i386's socketcall, x32) get EPERM:
