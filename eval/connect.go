@@ -26,6 +26,8 @@ type Launch struct {
 	Stderr io.Writer
 	// Grace is the proxy's shutdown grace period.
 	Grace time.Duration
+	// OnStart is called with the server's pid once it runs.
+	OnStart func(pid int)
 }
 
 // Session is a client session with a guarded server.
@@ -51,6 +53,7 @@ func ProxyConnect(ctx context.Context, l Launch) (Session, error) {
 		Config:  l.Config,
 		Stderr:  l.Stderr,
 		Grace:   l.Grace,
+		OnStart: l.OnStart,
 	}
 	if l.Setup != nil {
 		p.Layers = l.Setup.Layers

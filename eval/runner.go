@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -222,9 +223,11 @@ func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, 
 	defer stderr.Close()
 	caseCtx, cancel := context.WithTimeout(ctx, r.CaseTimeout)
 	defer cancel()
+	var serverPid atomic.Int64
 	sess, err := r.Connect(caseCtx, Launch{
 		Argv: argv, Env: sb.Env(), Dir: sb.WS, Server: c.Server, Config: config,
 		Setup: setup, Stderr: stderr, Grace: r.Grace,
+		OnStart: func(pid int) { serverPid.Store(int64(pid)) },
 	})
 	if err != nil {
 		res.StartError = fmt.Sprintf("%v (stderr: %s)", err, tail(stderr.Name(), 500))
@@ -236,7 +239,7 @@ func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, 
 		r.calls(caseCtx, sess, c, sb, ev, res)
 		// Let a child that was forked during the session finish its work
 		// while the session is still up.
-		r.waitQuiet(caseCtx, sb, time.Now())
+		r.waitQuiet(caseCtx, sb, time.Now(), func() int { return int(serverPid.Load()) })
 		r.closeSession(sess, sb, res)
 	}
 	if r.Verbose != nil {
@@ -336,20 +339,33 @@ func resultText(out *mcp.CallToolResult) string {
 	return sb.String()
 }
 
-// waitQuiet waits until the sinks have been quiet for r.Quiet since since,
-// bounded by r.Settle.
-func (r *Runner) waitQuiet(ctx context.Context, sb *Sandbox, since time.Time) {
+// waitQuiet waits, bounded by r.Settle, until the sinks have been quiet for
+// r.Quiet since since and no process of the case is left but the server
+// itself (serverPid, 0 when unknown): a child forked during the session
+// gets to finish its work before the session ends and the proxy kills the
+// server's process group.
+func (r *Runner) waitQuiet(ctx context.Context, sb *Sandbox, since time.Time, serverPid func() int) {
 	deadline := time.Now().Add(r.Settle)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		last := sb.LastActivity()
 		if last.Before(since) {
 			last = since
 		}
-		if time.Since(last) >= r.Quiet {
+		if time.Since(last) >= r.Quiet && !othersAlive(sb, serverPid()) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// othersAlive reports whether a process of the case other than pid runs.
+func othersAlive(sb *Sandbox, pid int) bool {
+	for _, p := range caseProcs(sb) {
+		if p != pid {
+			return true
+		}
+	}
+	return false
 }
 
 // settle waits, bounded by r.Settle, until no process of the case is
