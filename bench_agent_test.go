@@ -53,6 +53,7 @@ var benchSizes = []struct {
 // benchModel is the endpoint a benchmark talks to.
 type benchModel struct {
 	cfg       agent.Config
+	endpoint  string // for the model-endpoint line
 	baseURL   string // OpenAI base URL
 	rootURL   string // classifier root for the reference server
 	synthetic bool
@@ -67,8 +68,11 @@ func startModel(b *testing.B) *benchModel {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := &benchModel{cfg: cfg, baseURL: cfg.BaseURL, stop: func() {}}
+	m := &benchModel{cfg: cfg, baseURL: cfg.BaseURL, endpoint: cfg.BaseURL, stop: func() {}}
 	if m.baseURL == "" {
+		// Its loopback port changes from run to run; a line that differs
+		// would keep benchstat from pairing the runs.
+		m.endpoint = "embedded reference server (loopback HTTP)"
 		ref, err := agent.StartReference(server.DefaultConfig())
 		if err != nil {
 			b.Fatal(err)
@@ -95,12 +99,28 @@ var printEnvOnce sync.Once
 func printEnv(b *testing.B, m *benchModel, extra ...envinfo.Line) {
 	printEnvOnce.Do(func() {
 		lines := envinfo.Lines(*benchEnv, envinfo.Detect(envinfo.DefaultPaths()),
-			envinfo.Line{Key: "model-endpoint", Value: m.baseURL},
+			envinfo.Line{Key: "model-endpoint", Value: m.endpoint},
 			envinfo.Line{Key: "model-synthetic", Value: fmt.Sprint(m.synthetic)})
 		if err := envinfo.Write(os.Stdout, append(lines, extra...)); err != nil {
 			b.Fatal(err)
 		}
 	})
+}
+
+// targetDir is the fixed directory the benchmarks' files live in. Its path
+// is in the prompts and the tool calls, so a random temporary name would
+// change the token counts from run to run and from VM to VM.
+func targetDir(b *testing.B) string {
+	b.Helper()
+	dir := filepath.Join(os.TempDir(), "mcpguard-agent-bench")
+	if err := os.RemoveAll(dir); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // writeTarget fills dir with one text file per size, prose-like so that
@@ -252,7 +272,7 @@ func BenchmarkAgent(b *testing.B) {
 	m := startModel(b)
 	defer m.stop()
 	printEnv(b, m)
-	dir := b.TempDir()
+	dir := targetDir(b)
 	files := writeTarget(b, dir)
 	stampCost := agent.StampCost(100000)
 	for _, size := range benchSizes {

@@ -74,10 +74,10 @@ func BenchmarkFirewall(b *testing.B) {
 	defer m.stop()
 	classifier := m.cfg.ClassifierURL
 	if classifier == "" {
-		classifier = m.rootURL + "/predict"
+		classifier = "embedded reference server /predict (loopback HTTP)"
 	}
 	printEnv(b, m, envinfo.Line{Key: "classifier-endpoint", Value: classifier})
-	dir := b.TempDir()
+	dir := targetDir(b)
 	files := writeTarget(b, dir)
 	setups := firewallSetups(b, m)
 	stampCost := agent.StampCost(100000)
