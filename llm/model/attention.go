@@ -26,10 +26,12 @@ type attnJob struct {
 	scratch           []float32 // attnScratch(hd) floats per part
 }
 
-// attnScratch is how many floats one part of an attnJob needs: scores, the
+// attnScratch is how many floats one part of an attnJob needs for heads
+// sharing a kv head in groups of group: gathered queries, scores, the
 // transposed value block, the output accumulator, row maxima and sums.
-func attnScratch(hd int) int {
-	return attnBlock*attnBlock + hd*attnBlock + attnBlock*hd + 2*attnBlock
+func attnScratch(hd, group int) int {
+	rows := group * attnBlock
+	return rows*hd + rows*attnBlock + hd*attnBlock + rows*hd + 2*rows
 }
 
 func (a *attnJob) keyRange(t int) (int, int) {
@@ -56,39 +58,51 @@ func (a *attnJob) countFlops() int64 {
 	return 4 * keys * int64(a.hd) * int64(a.heads)
 }
 
+// run does the (kv head, query block) items of its share. The heads that
+// share a kv head are stacked into one block of rows, so each key block's
+// scores and weighted values are one matrix product for the whole group
+// and each value block is transposed once.
 func (a *attnJob) run(part, parts int) {
 	qblocks := (a.T + attnBlock - 1) / attnBlock
-	lo, hi := span(a.heads*qblocks, part, parts, 1)
+	kvHeads := a.heads / a.group
+	lo, hi := span(kvHeads*qblocks, part, parts, 1)
 	hd := a.hd
-	per := attnScratch(hd)
-	buf := a.scratch[part*per : (part+1)*per]
-	S := buf[:attnBlock*attnBlock]
-	vt := buf[len(S) : len(S)+hd*attnBlock]
-	acc := buf[len(S)+len(vt) : len(S)+len(vt)+attnBlock*hd]
-	ms := buf[len(S)+len(vt)+len(acc) : len(S)+len(vt)+len(acc)+attnBlock]
-	ls := buf[len(S)+len(vt)+len(acc)+attnBlock : per]
+	maxRows := a.group * attnBlock
+	buf := a.scratch[part*attnScratch(hd, a.group) : (part+1)*attnScratch(hd, a.group)]
+	take := func(n int) []float32 {
+		v := buf[:n]
+		buf = buf[n:]
+		return v
+	}
+	qs, S, vt, acc := take(maxRows*hd), take(maxRows*attnBlock), take(hd*attnBlock), take(maxRows*hd)
+	ms, ls := take(maxRows), take(maxRows)
 	negInf := float32(math.Inf(-1))
 	for it := lo; it < hi; it++ {
-		h, qb := it%a.heads, it/a.heads
-		g := h / a.group
+		g, qb := it%kvHeads, it/kvHeads
 		t0 := qb * attnBlock
 		t1 := min(t0+attnBlock, a.T)
 		rows := t1 - t0
-		klo, _ := a.keyRange(t0)
-		_, khi := a.keyRange(t1 - 1)
-		for i := range acc[:rows*hd] {
+		R := rows * a.group // stacked row i*rows+r is head g*group+i, query t0+r
+		for i := 0; i < a.group; i++ {
+			h := g*a.group + i
+			for r := 0; r < rows; r++ {
+				copy(qs[(i*rows+r)*hd:(i*rows+r+1)*hd], a.q[(t0+r)*a.ldq+h*hd:(t0+r)*a.ldq+h*hd+hd])
+			}
+		}
+		for i := range acc[:R*hd] {
 			acc[i] = 0
 		}
-		for r := 0; r < rows; r++ {
+		for r := 0; r < R; r++ {
 			ms[r], ls[r] = negInf, 0
 		}
-		q := a.q[t0*a.ldq+h*hd:]
+		klo, _ := a.keyRange(t0)
+		_, khi := a.keyRange(t1 - 1)
 		for b := klo; b < khi; b += attnBlock {
 			e := min(b+attnBlock, khi)
 			kb := e - b
 			kbPad := (kb + 7) &^ 7
-			// S[r][j] = q_r · k_{b+j}
-			gemmNT(S, q, a.k[b*a.ldk+g*hd:], nil, rows, hd, 0, kb, attnBlock, a.ldq, a.ldk, false)
+			// S[i][j] = q_i · k_{b+j}
+			gemmNT(S, qs, a.k[b*a.ldk+g*hd:], nil, R, hd, 0, kb, attnBlock, hd, a.ldk, false)
 			// Vᵀ for this block, zero-padded to a multiple of 8 keys.
 			for j := 0; j < kbPad; j++ {
 				if j < kb {
@@ -102,9 +116,9 @@ func (a *attnJob) run(part, parts int) {
 					}
 				}
 			}
-			for r := 0; r < rows; r++ {
-				s := S[r*attnBlock : r*attnBlock+kbPad]
-				qlo, qhi := a.keyRange(t0 + r)
+			for ri := 0; ri < R; ri++ {
+				s := S[ri*attnBlock : ri*attnBlock+kbPad]
+				qlo, qhi := a.keyRange(t0 + ri%rows)
 				jlo, jhi := max(qlo-b, 0), min(qhi-b, kb)
 				if jlo >= jhi {
 					for j := range s {
@@ -112,30 +126,34 @@ func (a *attnJob) run(part, parts int) {
 					}
 					continue
 				}
-				m := ms[r]
+				m := ms[ri]
 				for j := jlo; j < jhi; j++ {
 					s[j] *= a.scale
 					m = max(m, s[j])
 				}
-				if m > ms[r] {
-					c := expNeg(ms[r] - m)
-					ls[r] *= c
-					ar := acc[r*hd : r*hd+hd]
+				if m > ms[ri] {
+					c := expNeg(ms[ri] - m)
+					ls[ri] *= c
+					ar := acc[ri*hd : ri*hd+hd]
 					for d := range ar {
 						ar[d] *= c
 					}
-					ms[r] = m
+					ms[ri] = m
 				}
-				ls[r] += expRow(s, jlo, jhi, m)
+				ls[ri] += expRow(s, jlo, jhi, m)
 			}
-			// acc[r][d] += sum_j P[r][j] · V[j][d]
-			gemmNT(acc, S, vt, nil, rows, kbPad, 0, hd, hd, attnBlock, attnBlock, true)
+			// acc[i][d] += sum_j P[i][j] · V[j][d]
+			gemmNT(acc, S, vt, nil, R, kbPad, 0, hd, hd, attnBlock, attnBlock, true)
 		}
-		for r := 0; r < rows; r++ {
-			out := a.out[(t0+r)*a.ldo+h*hd : (t0+r)*a.ldo+h*hd+hd]
-			inv := 1 / ls[r]
-			for d, x := range acc[r*hd : r*hd+hd] {
-				out[d] = x * inv
+		for i := 0; i < a.group; i++ {
+			h := g*a.group + i
+			for r := 0; r < rows; r++ {
+				ri := i*rows + r
+				out := a.out[(t0+r)*a.ldo+h*hd : (t0+r)*a.ldo+h*hd+hd]
+				inv := 1 / ls[ri]
+				for d, x := range acc[ri*hd : ri*hd+hd] {
+					out[d] = x * inv
+				}
 			}
 		}
 	}

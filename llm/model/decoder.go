@@ -143,7 +143,7 @@ func (d *Decoder) NewSession(capacity int) (*Session, error) {
 		ss.k = append(ss.k, make([]float32, capacity*kv))
 		ss.v = append(ss.v, make([]float32, capacity*kv))
 	}
-	ss.at.scratch = make([]float32, d.pool.Workers()*attnScratch(hd))
+	ss.at.scratch = make([]float32, d.pool.Workers()*attnScratch(hd, s.Heads/s.KVHeads))
 	return ss, nil
 }
 

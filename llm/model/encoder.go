@@ -127,7 +127,7 @@ func (e *Encoder) Classify(ctx context.Context, ids []int32) ([]float32, int64, 
 		flops += int64(f)
 		e.pool.run(&mm, f, &wg)
 	}
-	scratch := make([]float32, e.pool.Workers()*attnScratch(hd))
+	scratch := make([]float32, e.pool.Workers()*attnScratch(hd, 1))
 
 	for t, id := range ids {
 		id = max(0, min(id, int32(s.Vocab-1)))

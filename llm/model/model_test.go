@@ -122,7 +122,7 @@ func TestAttentionMatchesNaive(t *testing.T) {
 		out := make([]float32, c.T*heads*hd)
 		j := &attnJob{q: q, k: k, v: v, out: out, ldq: heads * hd, ldk: kvHeads * hd, ldo: heads * hd,
 			T: c.T, heads: heads, group: heads / kvHeads, hd: hd, p0: c.p0, window: c.window, causal: true,
-			scale: 0.35, scratch: make([]float32, 2*attnScratch(hd))}
+			scale: 0.35, scratch: make([]float32, 2*attnScratch(hd, heads/kvHeads))}
 		var wg syncWG
 		pool.run(j, 1<<30, &wg.WaitGroup)
 		for ti := 0; ti < c.T; ti++ {
@@ -344,7 +344,7 @@ func TestBidirectionalAttention(t *testing.T) {
 	qkv := randVec(r, T*ld)
 	out := make([]float32, T*heads*hd)
 	j := &attnJob{q: qkv, k: qkv[heads*hd:], v: qkv[2*heads*hd:], out: out, ldq: ld, ldk: ld, ldo: heads * hd,
-		T: T, heads: heads, group: 1, hd: hd, nkeys: T, scale: 0.25, scratch: make([]float32, 2*attnScratch(hd))}
+		T: T, heads: heads, group: 1, hd: hd, nkeys: T, scale: 0.25, scratch: make([]float32, 2*attnScratch(hd, 1))}
 	var wg sync.WaitGroup
 	pool.run(j, 1<<30, &wg)
 	for ti := 0; ti < T; ti++ {
