@@ -105,16 +105,48 @@ func MayCarryContentRisk(raw []byte) bool {
 		return true
 	}
 	var arr [1024]byte
-	low := appendLower(arr[:0], string(raw))
-	for _, ps := range [][]pattern{strongSecrets, envRefs, {urlCredentials}} {
-		for i := range ps {
-			if anyAnchor(low, ps[i].anchors) {
+	return argAnchors.in(appendLower(arr[:0], string(raw)))
+}
+
+// anchorIndex finds any of a set of lower-case anchors in one pass: the
+// anchors are grouped by their first byte, and only positions holding such
+// a byte are compared.
+type anchorIndex struct {
+	byFirst [256][][]byte
+}
+
+func newAnchorIndex(groups ...[]pattern) *anchorIndex {
+	ix := &anchorIndex{}
+	for _, ps := range groups {
+		for _, p := range ps {
+			for _, a := range p.anchors {
+				ix.byFirst[a[0]] = append(ix.byFirst[a[0]], a)
+			}
+		}
+	}
+	return ix
+}
+
+// in reports whether low (already lower-cased) holds any anchor.
+func (ix *anchorIndex) in(low []byte) bool {
+	for i, c := range low {
+		for _, a := range ix.byFirst[c] {
+			if bytes.HasPrefix(low[i:], a) {
 				return true
 			}
 		}
 	}
 	return false
 }
+
+// The indexes are read-only after package init.
+var (
+	// argAnchors: what FindSecret and FindEnvReference could match.
+	argAnchors = newAnchorIndex(strongSecrets, envRefs, []pattern{urlCredentials})
+	// resultAnchors: what a result's secret, credential and injection
+	// checks could match.
+	resultAnchors = newAnchorIndex(strongSecrets, injections, []pattern{assignedSecret, urlCredentials})
+)
 
 // FindEnvReference reports an environment reference in s ($VAR, ${...},
 // %VAR%, /proc/self/environ): a server that expands it hands its

@@ -231,15 +231,7 @@ func suspicious(raw []byte) bool {
 		return true
 	}
 	var arr [1024]byte
-	low := appendLower(arr[:0], string(raw))
-	for _, ps := range [][]pattern{strongSecrets, injections, {assignedSecret, urlCredentials}} {
-		for i := range ps {
-			if anyAnchor(low, ps[i].anchors) {
-				return true
-			}
-		}
-	}
-	return false
+	return resultAnchors.in(appendLower(arr[:0], string(raw)))
 }
 
 // sanitize checks a tool result: prompt injection denies it; secrets are
