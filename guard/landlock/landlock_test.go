@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/landlock"
@@ -82,6 +83,13 @@ func do(action string) error {
 			c.Close()
 		}
 		return err
+	case "link":
+		// link:FROM>TO makes a hard link.
+		from, to, _ := strings.Cut(arg, ">")
+		return os.Link(from, to)
+	case "memfd-exec":
+		// Fileless exec: copy a program into a memfd and execute it.
+		return memfdExec(arg)
 	case "socket":
 		kinds := map[string][3]int{
 			"raw":    {syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_UDP},
@@ -118,6 +126,23 @@ func do(action string) error {
 		return syscall.Kill(pid, 0)
 	}
 	return fmt.Errorf("unknown action %q", action)
+}
+
+func memfdExec(prog string) error {
+	b, err := os.ReadFile(prog)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.MemfdCreate("payload", 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), "memfd")
+	defer f.Close()
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	return exec.Command(fmt.Sprintf("/proc/self/fd/%d", fd)).Run()
 }
 
 func verdict(err error) string {
@@ -226,6 +251,8 @@ func landlockOrSkip(t testing.TB, err error) {
 
 func TestEnforcement(t *testing.T) {
 	w := newWorld(t)
+	// A symlink in a readable root that points at the secret.
+	require.NoError(t, os.Symlink(filepath.Join(w.outside, "id_rsa"), filepath.Join(w.readRoot, "link")))
 	sb := newSandbox(t, w.pol)
 	t.Logf("Landlock ABI %d; limits: %s", sb.ABI(), sb.Limits())
 
@@ -280,6 +307,8 @@ func TestUnguardedBaseline(t *testing.T) {
 		"write:"+filepath.Join(w.outside, "stage.txt"),
 		"connect:"+w.denied.Addr().String(),
 		"exec:/usr/bin/id",
+		"memfd-exec:/usr/bin/true",
+		"link:"+filepath.Join(w.outside, "id_rsa")+">"+filepath.Join(w.writeRoot, "hl"),
 		fmt.Sprintf("read:/proc/%d/environ", os.Getpid()),
 		fmt.Sprintf("signal:%d", os.Getpid()),
 	)
