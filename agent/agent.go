@@ -40,6 +40,9 @@ const DefaultSystemPrompt = "You are a helpful assistant with access to a filesy
 // DefaultToolTimeout bounds one MCP tool call.
 const DefaultToolTimeout = 2 * time.Minute
 
+// DefaultStartTimeout bounds starting the MCP server, initialize and tools/list.
+const DefaultStartTimeout = time.Minute
+
 // Options configure an Agent.
 type Options struct {
 	LLM    *LLM
@@ -81,11 +84,14 @@ func New(ctx context.Context, o Options) (*Agent, error) {
 	if err := o.LLM.ResolveModel(ctx); err != nil {
 		return nil, err
 	}
-	s, err := connect(ctx, o.Server)
+	// A server that starts but never answers must not hang New.
+	sctx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
+	defer cancel()
+	s, err := connect(sctx, o.Server)
 	if err != nil {
 		return nil, err
 	}
-	list, err := s.ListTools(ctx, mcp.ListToolsRequest{})
+	list, err := s.ListTools(sctx, mcp.ListToolsRequest{})
 	if err != nil {
 		s.close()
 		return nil, fmt.Errorf("%w: list tools: %v", ErrServer, err)

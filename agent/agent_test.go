@@ -285,3 +285,13 @@ func BenchmarkStampCost(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/chunk")
 }
+
+func TestServerThatNeverAnswers(t *testing.T) {
+	f := newFixture(t, "hello")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	// sleep reads nothing and writes nothing: initialize never gets an answer.
+	_, err := agent.New(ctx, agent.Options{LLM: agent.NewLLM(agent.LLMOptions{BaseURL: f.llm.BaseURL()}),
+		Server: agent.Server{Command: []string{"sleep", "30"}}})
+	assert.ErrorIs(t, err, agent.ErrServer)
+}
