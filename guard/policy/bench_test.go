@@ -88,10 +88,10 @@ func threadCPU(tb testing.TB) time.Duration {
 }
 
 // BenchmarkPolicyProxy times a benign read_file on the corpus's filesystem
-// server through the real proxy, once with a chain of one no-op layer and
-// once with the C-app layers, so that the difference is what L1+L2 cost
-// and not what running a chain at all costs the proxy (parsing each
-// request, a goroutine per call; C0 forwards raw bytes and pays neither).
+// server through the real proxy: with no layer (C0, raw forwarding), with
+// a chain of one no-op layer, and with the C-app layers. noop-layer minus
+// C0 is what running a chain at all costs the proxy (parsing each request,
+// a goroutine per call); C-app minus noop-layer is what L1+L2 cost.
 func BenchmarkPolicyProxy(b *testing.B) {
 	ws := b.TempDir()
 	require.NoError(b, os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("hello from the workspace"), 0o644))
@@ -110,6 +110,7 @@ func BenchmarkPolicyProxy(b *testing.B) {
 		layers  []guard.Middleware
 		prepare []func(*exec.Cmd) error
 	}{
+		{"C0", nil, nil},
 		{"noop-layer", []guard.Middleware{noop}, nil},
 		{"C-app", setup.Layers, setup.Prepare},
 	} {
