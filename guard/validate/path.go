@@ -45,7 +45,7 @@ type PathOptions struct {
 }
 
 // CanonPath turns a path argument into the absolute, symlink-free path the
-// kernel would reach: NUL bytes and percent-encoded traversal are refused,
+// kernel would reach: an empty path is the base directory, NUL bytes and percent-encoded traversal are refused,
 // "file://" URIs and "~" are unwrapped, a relative path is joined to the
 // base, the result is cleaned, and symbolic links are resolved against the
 // real filesystem over the longest prefix that exists (a dangling link is
@@ -54,7 +54,11 @@ type PathOptions struct {
 // there yet to redirect them.
 func CanonPath(p string, o PathOptions) (string, error) {
 	if p == "" {
-		return "", ErrEmptyPath
+		// Servers read an empty path as their working directory.
+		if o.Base == "" {
+			return "", ErrEmptyPath
+		}
+		p = "."
 	}
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", ErrNUL

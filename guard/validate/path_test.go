@@ -76,7 +76,7 @@ func TestCanonPath(t *testing.T) {
 		{in: ws + "/%252e%252e/secret/key", err: ErrEncodedTraversal},
 		{in: ws + "/..%2fsecret", err: ErrEncodedTraversal},
 		{in: ws + "/loop/x", err: ErrTooManyLinks},
-		{in: "", err: ErrEmptyPath},
+		{in: "", want: ws},
 		{in: ws + "/100%.txt", want: ws + "/100%.txt"},
 		{in: ws + "/a%20b.txt", want: ws + "/a%20b.txt"},
 	}
@@ -92,6 +92,8 @@ func TestCanonPath(t *testing.T) {
 	}
 	_, err := CanonPath("rel.txt", PathOptions{})
 	assert.ErrorIs(t, err, ErrRelative)
+	_, err = CanonPath("", PathOptions{})
+	assert.ErrorIs(t, err, ErrEmptyPath)
 }
 
 func TestRootsPrefixSemantics(t *testing.T) {
