@@ -7,10 +7,13 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/mcpguard/mcpguard/guard/configs"
 )
 
 // Count is a part of a whole: blocked of attacks, false positives of benign.
@@ -276,7 +279,8 @@ type Aggregate struct {
 }
 
 // AggregateReports groups reports by config (skipped ones are left out)
-// and computes each group's statistics, in config order of first appearance.
+// and computes each group's statistics, in table order (configs.Names),
+// configs this build does not know last.
 func AggregateReports(reports []*Report) []Aggregate {
 	var order []string
 	groups := map[string][]*Report{}
@@ -289,6 +293,13 @@ func AggregateReports(reports []*Report) []Aggregate {
 		}
 		groups[r.Config] = append(groups[r.Config], r)
 	}
+	rank := func(cfg string) int {
+		if i := slices.Index(configs.Names(), cfg); i >= 0 {
+			return i
+		}
+		return len(configs.Names())
+	}
+	slices.SortStableFunc(order, func(a, b string) int { return rank(a) - rank(b) })
 	var out []Aggregate
 	for _, cfg := range order {
 		rs := groups[cfg]

@@ -339,19 +339,24 @@ func resultText(out *mcp.CallToolResult) string {
 	return sb.String()
 }
 
-// waitQuiet waits, bounded by r.Settle, until the sinks have been quiet for
-// r.Quiet since since and no process of the case is left but the server
+// waitQuiet waits, bounded by r.Settle, until for r.Quiet neither a sink
+// received anything nor any process of the case ran besides the server
 // itself (serverPid, 0 when unknown): a child forked during the session
-// gets to finish its work before the session ends and the proxy kills the
-// server's process group.
+// gets to finish its work, and the server gets r.Quiet to act on the
+// child's exit (send what the child read), before the session ends and the
+// proxy kills the server's process group.
 func (r *Runner) waitQuiet(ctx context.Context, sb *Sandbox, since time.Time, serverPid func() int) {
 	deadline := time.Now().Add(r.Settle)
+	busy := since
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		last := sb.LastActivity()
-		if last.Before(since) {
-			last = since
+		if othersAlive(sb, serverPid()) {
+			busy = time.Now()
 		}
-		if time.Since(last) >= r.Quiet && !othersAlive(sb, serverPid()) {
+		last := sb.LastActivity()
+		if last.Before(busy) {
+			last = busy
+		}
+		if time.Since(last) >= r.Quiet {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
