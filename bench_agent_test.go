@@ -35,7 +35,7 @@ import (
 
 var (
 	benchEnv    = flag.String("env", "", "label of this environment, written as the `env:` configuration line of the benchmark output (std, cvm, ...)")
-	benchGuards = flag.String("agent.guards", "none,C0,C-app,C-full,C-full-landlock",
+	benchGuards = flag.String("agent.guards", "none,C0,C-AB,C-app,C-full,C-full-landlock",
 		"comma-separated guard configs BenchmarkAgent runs, or all (none: no proxy at all); configs unavailable here are skipped with the reason (-v shows it)")
 	benchDotEnv = flag.String("agent.dotenv", ".env", "file with VLLM_BASE_URL etc. for keys the environment leaves unset")
 )
@@ -164,7 +164,8 @@ func newBenchAgent(b *testing.B, m *benchModel, dir, guard string, o agent.Optio
 		exe, _ := os.Executable()
 		srv.Guard = guard
 		srv.GuardOptions = configs.Options{Server: "agent-fsserver", PolicyFile: "agent/testdata/fsserver-policy.json",
-			Vars: map[string]string{"WS": dir, "BIN": exe, "HOME": os.Getenv("HOME"), "TMP": os.TempDir()}}
+			ManifestFile: "agent/testdata/fsserver-manifest.json",
+			Vars:         map[string]string{"WS": dir, "BIN": exe, "HOME": os.Getenv("HOME"), "TMP": os.TempDir()}}
 	}
 	o.LLM, o.Server = m.llm(), srv
 	if o.MaxTokens == 0 {

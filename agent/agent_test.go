@@ -16,6 +16,7 @@ import (
 	"github.com/mcpguard/mcpguard/agent/firewall"
 	"github.com/mcpguard/mcpguard/agent/fsserver"
 	"github.com/mcpguard/mcpguard/agent/llmtest"
+	"github.com/mcpguard/mcpguard/guard/configs"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -294,4 +295,37 @@ func TestServerThatNeverAnswers(t *testing.T) {
 	_, err := agent.New(ctx, agent.Options{LLM: agent.NewLLM(agent.LLMOptions{BaseURL: f.llm.BaseURL()}),
 		Server: agent.Server{Command: []string{"sleep", "30"}}})
 	assert.ErrorIs(t, err, agent.ErrServer)
+}
+
+func TestRunThroughGuard(t *testing.T) {
+	f := newFixture(t, "hello from the workspace")
+	srv, err := agent.FSServer(f.dir)
+	require.NoError(t, err)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	srv.Guard = "C-app"
+	srv.GuardOptions = configs.Options{Server: "agent-fsserver", PolicyFile: "testdata/fsserver-policy.json",
+		Vars: map[string]string{"WS": f.dir, "BIN": exe}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := agent.New(ctx, agent.Options{LLM: agent.NewLLM(agent.LLMOptions{BaseURL: f.llm.BaseURL()}), Server: srv})
+	require.NoError(t, err)
+	defer a.Close()
+
+	r, err := a.Run(ctx, "Summarize "+f.file)
+	require.NoError(t, err)
+	assert.Equal(t, agent.Completed, r.Outcome)
+	assert.Equal(t, len("hello from the workspace"), r.ToolOutputBytes)
+
+	// Outside the workspace, the guard's policy layer answers, not the server.
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	require.NoError(t, os.WriteFile(outside, []byte("canary"), 0o644))
+	_, err = a.Run(ctx, "Summarize "+outside)
+	require.ErrorIs(t, err, agent.ErrToolFailed)
+	assert.Contains(t, err.Error(), "mcpguard: denied")
+
+	srv.Guard = "no-such-config"
+	_, err = agent.New(ctx, agent.Options{LLM: agent.NewLLM(agent.LLMOptions{BaseURL: f.llm.BaseURL()}), Server: srv})
+	assert.ErrorIs(t, err, agent.ErrGuardConfig)
+	assert.ErrorIs(t, err, configs.ErrUnknown)
 }
