@@ -37,6 +37,7 @@ var (
 	benchEnv    = flag.String("env", "", "label of this environment, written as the `env:` configuration line of the benchmark output (std, cvm, ...)")
 	benchGuards = flag.String("agent.guards", "none,C0,C-AB,C-app,C-full,C-full-landlock",
 		"comma-separated guard configs BenchmarkAgent runs, or all (none: no proxy at all); configs unavailable here are skipped with the reason (-v shows it)")
+	benchServer = flag.String("agent.server", "go", "MCP filesystem server: go (agent/fsserver) or npm (@modelcontextprotocol/server-filesystem from testdata/npm, run by node)")
 	benchDotEnv = flag.String("agent.dotenv", ".env", "file with VLLM_BASE_URL etc. for keys the environment leaves unset")
 )
 
@@ -100,7 +101,8 @@ func printEnv(b *testing.B, m *benchModel, extra ...envinfo.Line) {
 	printEnvOnce.Do(func() {
 		lines := envinfo.Lines(*benchEnv, envinfo.Detect(envinfo.DefaultPaths()),
 			envinfo.Line{Key: "model-endpoint", Value: m.endpoint},
-			envinfo.Line{Key: "model-synthetic", Value: fmt.Sprint(m.synthetic)})
+			envinfo.Line{Key: "model-synthetic", Value: fmt.Sprint(m.synthetic)},
+			envinfo.Line{Key: "mcp-server", Value: *benchServer})
 		if err := envinfo.Write(os.Stdout, append(lines, extra...)); err != nil {
 			b.Fatal(err)
 		}
@@ -156,9 +158,24 @@ func writeTarget(b *testing.B, dir string) map[string]string {
 // guard.Proxy in this process (agent.Server.Guard), not the mcpguard binary.
 func newBenchAgent(b *testing.B, m *benchModel, dir, guard string, o agent.Options) *agent.Agent {
 	b.Helper()
-	srv, err := agent.FSServer(dir)
-	if err != nil {
-		b.Fatal(err)
+	var srv agent.Server
+	switch *benchServer {
+	case "go":
+		var err error
+		if srv, err = agent.FSServer(dir); err != nil {
+			b.Fatal(err)
+		}
+	case "npm":
+		script, err := filepath.Abs("testdata/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := os.Stat(script); err != nil {
+			b.Skip("npm server not installed (cd testdata/npm && npm ci):", err)
+		}
+		srv = agent.Server{Command: []string{"node", script, dir}}
+	default:
+		b.Fatalf("-agent.server %q: want go or npm", *benchServer)
 	}
 	if guard != "none" {
 		exe, _ := os.Executable()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -328,4 +329,30 @@ func TestRunThroughGuard(t *testing.T) {
 	_, err = agent.New(ctx, agent.Options{LLM: agent.NewLLM(agent.LLMOptions{BaseURL: f.llm.BaseURL()}), Server: srv})
 	assert.ErrorIs(t, err, agent.ErrGuardConfig)
 	assert.ErrorIs(t, err, configs.ErrUnknown)
+}
+
+// The agent works unchanged against @modelcontextprotocol/server-filesystem
+// (installed into testdata/npm by `make deps` / .ci/run).
+func TestRunAgainstNPMFilesystemServer(t *testing.T) {
+	script, err := filepath.Abs("../testdata/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+	require.NoError(t, err)
+	if _, err := os.Stat(script); err != nil {
+		t.Skip("npm server not installed (cd testdata/npm && npm ci):", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node not installed")
+	}
+	f := newFixture(t, strings.Repeat("npm ", 300))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := agent.New(ctx, agent.Options{LLM: agent.NewLLM(agent.LLMOptions{BaseURL: f.llm.BaseURL()}),
+		Server: agent.Server{Command: []string{node, script, f.dir}}})
+	require.NoError(t, err)
+	defer a.Close()
+	r, err := a.Run(ctx, "Summarize "+f.file)
+	require.NoError(t, err)
+	assert.Equal(t, agent.Completed, r.Outcome)
+	assert.Equal(t, 1200, r.ToolOutputBytes)
+	assert.Positive(t, r.Phases.Tool)
 }
