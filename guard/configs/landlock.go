@@ -100,3 +100,13 @@ func selectL3(o Options, s *Setup, ebpf builder, lo landlock.Options) error {
 	}
 	return fmt.Errorf("%w: --l3 %q (want auto, ebpf or landlock)", ErrBadL3, o.L3)
 }
+
+// Limits returns what the setup's L3 backend says it cannot stop here
+// (e.g. Landlock's "network by port only"), or "" when it says nothing.
+// `run` and the eval table print it beside the config's name.
+func Limits(s *Setup) string {
+	if l, ok := s.Sandbox.(interface{ Limits() string }); ok {
+		return l.Limits()
+	}
+	return ""
+}

@@ -55,6 +55,8 @@ func TestLandlockConfigs(t *testing.T) {
 	require.NotNil(t, s.Sandbox)
 	assert.Equal(t, "landlock", s.Sandbox.Name())
 	assert.Empty(t, s.Layers, "C-landlock is L3 only")
+	assert.Contains(t, Limits(s), "by port only")
+	assert.Empty(t, Limits(&Setup{Name: C0}))
 
 	full, err := Build(CFullLandlock, o)
 	require.NoError(t, err)
