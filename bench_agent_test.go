@@ -30,7 +30,6 @@ import (
 	"github.com/mcpguard/mcpguard/agent/fsserver"
 	"github.com/mcpguard/mcpguard/guard/configs"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
-	"github.com/mcpguard/mcpguard/llm/server"
 )
 
 var (
@@ -69,21 +68,16 @@ func startModel(b *testing.B) *benchModel {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := &benchModel{cfg: cfg, baseURL: cfg.BaseURL, endpoint: cfg.BaseURL, stop: func() {}}
-	if m.baseURL == "" {
+	e, err := agent.OpenEndpoint(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := &benchModel{cfg: cfg, baseURL: e.BaseURL, rootURL: e.Root, endpoint: e.BaseURL,
+		synthetic: e.Synthetic, stop: func() { e.Close() }}
+	if e.Reference != nil {
 		// Its loopback port changes from run to run; a line that differs
 		// would keep benchstat from pairing the runs.
 		m.endpoint = "embedded reference server (loopback HTTP)"
-		ref, err := agent.StartReference(server.DefaultConfig())
-		if err != nil {
-			b.Fatal(err)
-		}
-		m.baseURL, m.rootURL, m.stop = ref.BaseURL, ref.URL, func() { ref.Close() }
-	}
-	m.synthetic, err = agent.Synthetic(context.Background(), m.baseURL)
-	if err != nil {
-		m.stop()
-		b.Fatalf("model endpoint %s: %v", m.baseURL, err)
 	}
 	return m
 }

@@ -356,3 +356,46 @@ func TestRunAgainstNPMFilesystemServer(t *testing.T) {
 	assert.Equal(t, 1200, r.ToolOutputBytes)
 	assert.Positive(t, r.Phases.Tool)
 }
+
+// End to end over HTTP against the embedded reference model: streaming,
+// the streamed tool call, usage.
+func TestRunAgainstReferenceServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := agent.OpenEndpoint(ctx, agent.Config{})
+	require.NoError(t, err)
+	defer e.Close()
+	assert.True(t, e.Synthetic)
+	require.NotNil(t, e.Reference)
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Repeat("The meeting moved to Thursday. ", 40)), 0o644))
+	srv, err := agent.FSServer(dir)
+	require.NoError(t, err)
+	a, err := agent.New(ctx, agent.Options{LLM: agent.NewLLM(agent.LLMOptions{BaseURL: e.BaseURL}), Server: srv})
+	require.NoError(t, err)
+	defer a.Close()
+	r, err := a.Run(ctx, "Read the file "+file+" and summarize it.")
+	require.NoError(t, err)
+	assert.Equal(t, agent.Completed, r.Outcome)
+	require.Len(t, r.ToolCalls, 1)
+	assert.Equal(t, "read_file", r.ToolCalls[0].Function.Name)
+	assert.JSONEq(t, `{"path":"`+file+`"}`, r.ToolCalls[0].Function.Arguments)
+	assert.Equal(t, 40*31, r.ToolOutputBytes)
+	require.NotNil(t, r.Plan.Usage)
+	require.NotNil(t, r.Final.Usage)
+	assert.Greater(t, r.Final.PromptTokens(), r.Plan.PromptTokens(), "the tool output is in the second prompt")
+	assert.Equal(t, r.Final.Usage.CompletionTokens, r.Final.Chunks, "one token a chunk")
+	assert.NotEmpty(t, r.Answer)
+	for name, d := range map[string]time.Duration{"planning": r.Phases.Planning, "tool": r.Phases.Tool, "prefill": r.Phases.Prefill, "decode": r.Phases.Decode} {
+		assert.Positive(t, d, name)
+	}
+
+	// An endpoint that is not synthetic says so.
+	f := newFixture(t, "x")
+	e2, err := agent.OpenEndpoint(ctx, agent.Config{BaseURL: f.llm.BaseURL()})
+	require.NoError(t, err)
+	assert.False(t, e2.Synthetic)
+	assert.Nil(t, e2.Reference)
+}

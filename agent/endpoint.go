@@ -75,3 +75,43 @@ func Synthetic(ctx context.Context, baseURL string) (bool, error) {
 	resp.Body.Close()
 	return resp.Header.Get(server.SyntheticHeader) == "true", nil
 }
+
+// Endpoint is the model endpoint a Config resolves to.
+type Endpoint struct {
+	// BaseURL is the OpenAI base URL; Root the server root (classifier
+	// endpoints) when known (the reference server), else "".
+	BaseURL, Root string
+	// Reference is the embedded server when one was started, else nil.
+	Reference *Reference
+	// Synthetic says whether the endpoint serves a synthetic model.
+	Synthetic bool
+}
+
+// Close stops the reference server, if one was started.
+func (e *Endpoint) Close() error {
+	if e.Reference == nil {
+		return nil
+	}
+	return e.Reference.Close()
+}
+
+// OpenEndpoint returns cfg's endpoint, starting the embedded reference
+// server on loopback when cfg.BaseURL is empty, and asks it whether it is
+// synthetic (which also checks that it answers).
+func OpenEndpoint(ctx context.Context, cfg Config) (*Endpoint, error) {
+	e := &Endpoint{BaseURL: cfg.BaseURL}
+	if e.BaseURL == "" {
+		ref, err := StartReference(server.DefaultConfig())
+		if err != nil {
+			return nil, err
+		}
+		e.Reference, e.BaseURL, e.Root = ref, ref.BaseURL, ref.URL
+	}
+	syn, err := Synthetic(ctx, e.BaseURL)
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("model endpoint %s: %w", e.BaseURL, err)
+	}
+	e.Synthetic = syn
+	return e, nil
+}
