@@ -21,7 +21,7 @@ import (
 )
 
 const policyUsage = `Usage:
-  mcpguard policy init [--out FILE] [--server NAME] -- CMD [ARGS...]
+  mcpguard policy init [--out FILE] [--server NAME] [--pin] -- CMD [ARGS...]
   mcpguard policy override --audit FILE [--event N | --last] [--write DIR]
   mcpguard policy check [--var NAME=VALUE]... FILE
 
@@ -62,6 +62,7 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	out := fs.String("out", "", "write the policy to `file` instead of stdout")
 	server := fs.String("server", "", "server `name` recorded in the policy (default: the command's base name)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up on the server after this long")
+	pin := fs.Bool("pin", false, "pin each tool's description and schema: a later change is refused as a rug pull")
 	if err := fs.Parse(flagArgs); err != nil {
 		return err
 	}
@@ -78,7 +79,11 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := policy.FromTools(name, tools)
+	derive := policy.FromTools
+	if *pin {
+		derive = policy.FromToolsPinned
+	}
+	p, err := derive(name, tools)
 	if err != nil {
 		return err
 	}

@@ -175,3 +175,51 @@ func TestPolicyCheckAndOverrideErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(log, []byte("not json\n"), 0o644))
 	assert.ErrorContains(t, cmdPolicy(context.Background(), st, []string{"override", "--audit", log}), ":1:")
 }
+
+// TestPolicyInitPin: a policy pinned by `policy init --pin` lists every
+// tool of the unchanged server through C-app; with one pin changed (the
+// server "changed" since approval) that tool is hidden and refused.
+func TestPolicyInitPin(t *testing.T) {
+	argv := buildServer(t, "filesystem")
+	ws := t.TempDir()
+	pol := filepath.Join(t.TempDir(), "filesystem.json")
+	var out, stderr bytes.Buffer
+	st := stdio{in: strings.NewReader(""), out: &out, err: &stderr}
+	args := append([]string{"init", "--pin", "--server", "filesystem", "--out", pol, "--"}, argv...)
+	require.NoError(t, cmdPolicy(context.Background(), st, append(args, "--ws", ws)), stderr.String())
+
+	list := func() ([]string, *guard.Session) {
+		setup, err := configs.Build(configs.CApp, configs.Options{Server: "filesystem", PolicyFile: pol,
+			Vars: map[string]string{"WS": ws, "HOME": ws, "TMP": ws}})
+		require.NoError(t, err)
+		s, err := guard.Open(context.Background(), &guard.Proxy{Command: append(append([]string{}, argv...), "--ws", ws),
+			Server: "filesystem", Config: setup.Name, Layers: setup.Layers, Prepare: setup.Prepare, Grace: 500 * time.Millisecond})
+		require.NoError(t, err)
+		res, err := s.ListTools(context.Background(), mcp.ListToolsRequest{})
+		require.NoError(t, err)
+		var names []string
+		for _, tl := range res.Tools {
+			names = append(names, tl.Name)
+		}
+		return names, s
+	}
+	names, s := list()
+	s.Close()
+	assert.Len(t, names, 9)
+
+	p, err := policy.Load(pol, map[string]string{"WS": ws})
+	require.NoError(t, err)
+	require.NotEmpty(t, p.Tools["read_file"].Pin)
+	b, err := os.ReadFile(pol)
+	require.NoError(t, err)
+	b = bytes.Replace(b, []byte(p.Tools["read_file"].Pin), []byte("sha256:0000"), 1)
+	require.NoError(t, os.WriteFile(pol, b, 0o644))
+	names, s = list()
+	defer s.Close()
+	assert.Len(t, names, 8)
+	assert.NotContains(t, names, "read_file")
+	_, err = callText(t, s, "read_file", map[string]any{"path": "x"})
+	msg, denied := guard.IsDenied(err)
+	require.True(t, denied, "%v", err)
+	assert.Contains(t, msg, "tool.rug_pull")
+}

@@ -27,7 +27,8 @@ func buildApp(o Options, s *Setup) error {
 	lo := policy.LayerOptions{Server: o.Server, Config: s.Name, Audit: o.Audit}
 	s.Layers = append(s.Layers,
 		policy.Middleware(e, lo),
-		validate.Responses(validate.Options{Server: o.Server, Config: s.Name, Audit: o.Audit, Waived: e.Waived}),
+		validate.Responses(validate.Options{Server: o.Server, Config: s.Name, Audit: o.Audit,
+			Waived: e.Waived, Pinned: e.Pinned}),
 	)
 	s.Prepare = append(s.Prepare, policy.EnvFilter(p, lo))
 	return nil

@@ -10,11 +10,13 @@ import (
 	"strings"
 
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/validate"
 )
 
 // ToolInfo is a tool as tools/list describes it.
 type ToolInfo struct {
 	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 }
@@ -72,6 +74,17 @@ func Classify(name string, schema map[string]any) string {
 // writes), no network destination and no executable (the operator adds
 // those), and a minimal environment.
 func FromTools(server string, tools []ToolInfo) (*Policy, error) {
+	return derive(server, tools, false)
+}
+
+// FromToolsPinned is FromTools that also pins every tool's description
+// and schema (Tool.Pin), so that a later change is a rug pull across
+// sessions, not only within one.
+func FromToolsPinned(server string, tools []ToolInfo) (*Policy, error) {
+	return derive(server, tools, true)
+}
+
+func derive(server string, tools []ToolInfo, pin bool) (*Policy, error) {
 	p := &Policy{
 		Server:  server,
 		Tools:   map[string]Tool{},
@@ -121,6 +134,9 @@ func FromTools(server string, tools []ToolInfo) (*Policy, error) {
 			return nil, fmt.Errorf("derive policy: tool %s: %w", ti.Name, err)
 		}
 		t.Schema = b
+		if pin {
+			t.Pin = validate.ToolDigest(ti.Name, ti.Title, ti.Description, ti.InputSchema)
+		}
 		p.Tools[ti.Name] = t
 	}
 	p.Filesystem.Read = []string{"${WS}"}

@@ -85,6 +85,7 @@ type Engine struct {
 
 type tool struct {
 	name   string
+	pin    string
 	schema *jsonschema.Schema
 	args   []argRule // sorted by name
 	read   validate.Roots
@@ -127,7 +128,7 @@ func Compile(p *Policy, o EngineOptions) (*Engine, error) {
 }
 
 func compileTool(name string, t Tool, p *Policy) (*tool, error) {
-	ct := &tool{name: name, exec: map[string]bool{}, waive: map[string]bool{}}
+	ct := &tool{name: name, pin: t.Pin, exec: map[string]bool{}, waive: map[string]bool{}}
 	var err error
 	if len(t.Schema) > 0 {
 		if ct.schema, err = compileSchema(name, t.Schema); err != nil {
@@ -238,6 +239,14 @@ func (e *Engine) Tools() []string {
 func (e *Engine) Waived(toolName, rule string) bool {
 	t, ok := e.tools[toolName]
 	return ok && t.waive[rule]
+}
+
+// Pinned returns the digest pinned for toolName, or "".
+func (e *Engine) Pinned(toolName string) string {
+	if t, ok := e.tools[toolName]; ok {
+		return t.pin
+	}
+	return ""
 }
 
 // Check decides one tools/call. It returns nil when the call may go ahead.

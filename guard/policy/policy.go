@@ -52,6 +52,11 @@ type Tool struct {
 	Write []string  `json:"write,omitempty"`
 	Hosts []NetRule `json:"hosts,omitempty"`
 	Exec  []string  `json:"exec,omitempty"`
+	// Pin is the digest of the tool's name, title, description and input
+	// schema when the operator approved the policy (policy init --pin). A
+	// server that later lists the tool differently is refused for it
+	// (tool.rug_pull). Empty: the first sight in each session is the pin.
+	Pin string `json:"pin,omitempty"`
 	// Waive lists L2 content rules (e.g. "args.env_reference") that do not
 	// apply to this tool.
 	Waive []string `json:"waive,omitempty"`

@@ -229,3 +229,20 @@ func TestResponsesSanitise(t *testing.T) {
 	r = h(ctx, call)
 	assert.Nil(t, r.Error)
 }
+
+func TestResponsesPinnedRugPull(t *testing.T) {
+	var buf bytes.Buffer
+	desc := "Read a file from the workspace."
+	srv := &fakeServer{tools: []map[string]any{tool("read_file", desc), tool("list", "List files.")}, text: "ok"}
+	schema, _ := json.Marshal(map[string]any{"type": "object"})
+	pins := map[string]string{
+		"read_file": ToolDigest("read_file", "", desc, schema),
+		"list":      ToolDigest("list", "", "List files, then mail them to us.", schema), // approved text differs
+	}
+	h := Chain(srv, Options{Audit: audit.New(&buf), Pinned: func(name string) string { return pins[name] }})
+	names := listNames(t, h(context.Background(), &guard.Request{Method: "tools/list"}))
+	assert.Equal(t, []string{"read_file"}, names, "the tool matching its pin stays, the other is a rug pull at first sight")
+	r := h(context.Background(), &guard.Request{Method: "tools/call", Tool: "list"})
+	require.NotNil(t, r.Error)
+	assert.Contains(t, r.Error.Message, RuleRugPull)
+}

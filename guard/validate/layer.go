@@ -34,6 +34,11 @@ type Options struct {
 	// Waived reports whether an operator override waives rule for tool
 	// (nil: nothing is waived).
 	Waived func(tool, rule string) bool
+	// Pinned returns the digest (ToolDigest) the policy recorded for a
+	// tool when the operator approved it, or "" when it recorded none. A
+	// listed tool that differs from its pin is a rug pull even at its first
+	// sight in this session (the server changed between sessions).
+	Pinned func(tool string) string
 }
 
 // Responses returns the L2 middleware for what servers send back: it pins
@@ -143,11 +148,17 @@ func (s *session) tools(req *guard.Request, resp *guard.Response) *guard.Respons
 // judgeTool pins and checks one listed tool; it returns the rule that
 // blocks it, or "".
 func (s *session) judgeTool(name, title, desc string, schema json.RawMessage) (rule, reason string) {
-	digest := toolDigest(name, title, desc, schema)
+	digest := ToolDigest(name, title, desc, schema)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.blocked[name]; ok {
 		return r, "tool was blocked earlier in this session"
+	}
+	if s.o.Pinned != nil {
+		if pin := s.o.Pinned(name); pin != "" && pin != digest && !s.waived(name, RuleRugPull) {
+			s.blocked[name] = RuleRugPull
+			return RuleRugPull, fmt.Sprintf("description or schema of %q differs from the one pinned in the policy", name)
+		}
 	}
 	if pin, ok := s.pins[name]; ok {
 		if pin != digest && !s.waived(name, RuleRugPull) {
@@ -165,9 +176,10 @@ func (s *session) judgeTool(name, title, desc string, schema json.RawMessage) (r
 	return "", ""
 }
 
-// toolDigest hashes what the model reads about a tool. The schema is
-// re-encoded so that key order does not count as a change.
-func toolDigest(name, title, desc string, schema json.RawMessage) string {
+// ToolDigest hashes what the model reads about a tool (name, title,
+// description, input schema), as "sha256:HEX". The schema is re-encoded so
+// that key order does not count as a change.
+func ToolDigest(name, title, desc string, schema json.RawMessage) string {
 	var v any
 	canon := schema
 	if json.Unmarshal(schema, &v) == nil {
@@ -180,7 +192,7 @@ func toolDigest(name, title, desc string, schema json.RawMessage) string {
 		h.Write([]byte(fmt.Sprintf("%d:", len(part))))
 		h.Write(part)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // schemaText collects the human-readable strings of a schema (descriptions,
