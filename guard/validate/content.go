@@ -62,8 +62,8 @@ var (
 	injections = []pattern{
 		mk("ignore_instructions", regexp.MustCompile(`(?i)\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+|my\s+)?(previous|prior|above|earlier|preceding|original|system)\s+(instructions|directions|prompts?|rules|guidelines|context)`), "ignore", "disregard", "forget", "override"),
 		mk("role_tag", regexp.MustCompile(`(?i)<\s*/?\s*(important|system|instructions?|admin|assistant|im_start|im_end)\s*>|<\|im_(start|end)\|>|\[/?(INST|SYSTEM)\]`), "important", "system", "instruction", "admin", "assistant", "im_start", "im_end", "inst]"),
-		mk("conceal_from_user", regexp.MustCompile(`(?i)\b(do\s+not|don't|never)\s+(tell|inform|mention|reveal|show|notify)\s+(this\s+|it\s+)?(to\s+)?(the\s+)?user`), "user"),
-		mk("new_instructions", regexp.MustCompile(`(?i)\b(new|updated|real)\s+(system\s+)?instructions\s*:|\byou\s+are\s+now\s+(a|an|in)\b|\bsystem\s+prompt\s*:`), "instructions", "you are now", "system prompt"),
+		mk("conceal_from_user", regexp.MustCompile(`(?i)\b(do\s+not|don't|never)\s+(tell|inform|mention|reveal|notify)\s+(the\s+user\s+(about|of)\s+(this|it|that)\b|(this|it|that|anything)\s+to\s+the\s+user)`), "user"),
+		mk("new_instructions", regexp.MustCompile(`(?i)\b(new|updated|real)\s+(system\s+)?instructions\s*:|\bsystem\s+prompt\s*:`), "instructions", "system prompt"),
 	}
 	// In tool descriptions a reference to credential files is itself a
 	// poisoning sign: a description has no business pointing an agent at
