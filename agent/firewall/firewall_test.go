@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -304,4 +305,43 @@ func TestRegexWindowsAgreeWithWholeText(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, d.Action == firewall.Block, "case %d: %q", i, s)
 	}
+}
+
+// estimateRef is EstimateTokens written plainly, rune by rune.
+func estimateRef(text string) int {
+	n, run, spaces := 0, 0, 0
+	single := true
+	for _, r := range text {
+		if unicode.IsSpace(r) {
+			n += (run + 2) / 3
+			run = 0
+			spaces++
+			single = single && r == ' '
+			continue
+		}
+		if spaces > 1 || spaces == 1 && !single {
+			n++
+		}
+		spaces, single = 0, true
+		if r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			run++
+			continue
+		}
+		n += (run + 2) / 3
+		run = 0
+		n++
+	}
+	n += (run + 2) / 3
+	if spaces > 1 || spaces == 1 && !single {
+		n++
+	}
+	return n
+}
+
+func FuzzEstimateTokens(f *testing.F) {
+	f.Add("Hello,  world!\t\u00a0日本語 x\u0085y 123456")
+	f.Add(" a  b\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		require.Equal(t, estimateRef(s), firewall.EstimateTokens(s))
+	})
 }

@@ -312,19 +312,32 @@ func (p *PromptGuard) parseVLLM(data []byte, n int) ([]float64, error) {
 func EstimateTokens(text string) int {
 	n, run, spaces := 0, 0, 0
 	single := true
-	for _, r := range text {
-		if unicode.IsSpace(r) {
+	for i := 0; i < len(text); {
+		c := text[i]
+		var class byte
+		if c < utf8.RuneSelf {
+			class = asciiClass[c]
+			i++
+		} else {
+			r, size := utf8.DecodeRuneInString(text[i:])
+			class = classOther
+			if unicode.IsSpace(r) {
+				class = classSpace
+			}
+			i += size
+		}
+		if class == classSpace {
 			n += (run + 2) / 3
 			run = 0
 			spaces++
-			single = single && r == ' '
+			single = single && c == ' '
 			continue
 		}
 		if spaces > 1 || spaces == 1 && !single {
 			n++
 		}
 		spaces, single = 0, true
-		if r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+		if class == classWord {
 			run++
 			continue
 		}
@@ -337,6 +350,35 @@ func EstimateTokens(text string) int {
 		n++
 	}
 	return n
+}
+
+// Character classes of EstimateTokens and nextWord, for the ASCII fast path.
+const (
+	classOther byte = iota
+	classWord
+	classSpace
+)
+
+var asciiClass = func() (t [utf8.RuneSelf]byte) {
+	for c := range utf8.RuneSelf {
+		r := rune(c)
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			t[c] = classWord
+		case unicode.IsSpace(r):
+			t[c] = classSpace
+		}
+	}
+	return t
+}()
+
+// isSpaceAt reports whether s[i:] starts with white space, and its size.
+func isSpaceAt(s string, i int) (bool, int) {
+	if c := s[i]; c < utf8.RuneSelf {
+		return asciiClass[c] == classSpace, 1
+	}
+	r, size := utf8.DecodeRuneInString(s[i:])
+	return unicode.IsSpace(r), size
 }
 
 // Segment cuts text into consecutive pieces of at most budget tokens by
@@ -396,15 +438,15 @@ func Segment(text string, budget int, count func(string) int) []string {
 func nextWord(s string, i int) int {
 	j := i
 	for j < len(s) {
-		r, size := utf8.DecodeRuneInString(s[j:])
-		if !unicode.IsSpace(r) {
+		sp, size := isSpaceAt(s, j)
+		if !sp {
 			break
 		}
 		j += size
 	}
 	for j < len(s) {
-		r, size := utf8.DecodeRuneInString(s[j:])
-		if unicode.IsSpace(r) {
+		sp, size := isSpaceAt(s, j)
+		if sp {
 			break
 		}
 		j += size
