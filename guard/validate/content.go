@@ -108,10 +108,12 @@ func MayCarryContentRisk(raw []byte) bool {
 	return argAnchors.in(appendLower(arr[:0], string(raw)))
 }
 
-// anchorIndex finds any of a set of lower-case anchors in one pass: the
-// anchors are grouped by their first byte, and only positions holding such
-// a byte are compared.
+// anchorIndex finds any of a set of lower-case anchors in one pass. A bit
+// set of the anchors' first two bytes rules out almost every position at
+// the cost of one lookup; the anchors are then grouped by first byte.
 type anchorIndex struct {
+	single  [256]bool        // one-byte anchors ("$", "%")
+	pairs   [65536 / 8]uint8 // first two bytes of longer anchors
 	byFirst [256][][]byte
 }
 
@@ -120,6 +122,12 @@ func newAnchorIndex(groups ...[]pattern) *anchorIndex {
 	for _, ps := range groups {
 		for _, p := range ps {
 			for _, a := range p.anchors {
+				if len(a) == 1 {
+					ix.single[a[0]] = true
+					continue
+				}
+				k := uint16(a[0])<<8 | uint16(a[1])
+				ix.pairs[k>>3] |= 1 << (k & 7)
 				ix.byFirst[a[0]] = append(ix.byFirst[a[0]], a)
 			}
 		}
@@ -129,7 +137,18 @@ func newAnchorIndex(groups ...[]pattern) *anchorIndex {
 
 // in reports whether low (already lower-cased) holds any anchor.
 func (ix *anchorIndex) in(low []byte) bool {
-	for i, c := range low {
+	for i := 0; i < len(low); i++ {
+		c := low[i]
+		if ix.single[c] {
+			return true
+		}
+		if i+1 == len(low) {
+			break
+		}
+		k := uint16(c)<<8 | uint16(low[i+1])
+		if ix.pairs[k>>3]&(1<<(k&7)) == 0 {
+			continue
+		}
 		for _, a := range ix.byFirst[c] {
 			if bytes.HasPrefix(low[i:], a) {
 				return true

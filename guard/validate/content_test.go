@@ -248,3 +248,24 @@ func TestResponsesPinnedRugPull(t *testing.T) {
 	require.NotNil(t, r.Error)
 	assert.Contains(t, r.Error.Message, RuleRugPull)
 }
+
+// The one-pass anchor index agrees with checking every anchor one by one.
+func TestAnchorIndex(t *testing.T) {
+	ix := newAnchorIndex(strongSecrets, envRefs, injections, []pattern{assignedSecret, urlCredentials})
+	all := [][]pattern{strongSecrets, envRefs, injections, {assignedSecret, urlCredentials}}
+	naive := func(low []byte) bool {
+		for _, ps := range all {
+			for _, p := range ps {
+				if anyAnchor(low, p.anchors) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, s := range []string{"", "a", "$", "hello world", "x PRIVATE KEY", "token", "the user", "gh", "g", "sk-", "ab%", "environ",
+		"{\"content\":[{\"type\":\"text\",\"text\":\"hello\"}]}", "ignore", "xox", "eyj", "inst]", "://"} {
+		low := appendLower(nil, s)
+		assert.Equal(t, naive(low), ix.in(low), "%q", s)
+	}
+}
