@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mcpguard/mcpguard/vm/vmproto"
@@ -123,6 +124,11 @@ func Run(ctx context.Context, cfg Config, argv []string) (int, error) {
 	}
 	if abs, err := filepath.Abs(cfg.Dir); err == nil {
 		cfg.Dir = abs
+	}
+	if under(cfg.Dir, "/tmp") {
+		// The guest mounts its own tmpfs there: the host's files are not
+		// visible, so the command would start in an empty directory.
+		return 0, fmt.Errorf("vm: working directory %s is under /tmp, which the VM replaces with its own tmpfs; run from elsewhere", cfg.Dir)
 	}
 	b, err := prepare(ctx, &cfg)
 	if err != nil {
@@ -276,6 +282,9 @@ func qemuArgs(cfg *Config, b bootFiles, sock func(id string) string) []string {
 	}
 	args := []string{
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		// microvm would skip the BIOS, but Debian's kernel hangs
+		// calibrating the TSC there.
+		"-machine", "pc",
 		// KVM hung at boot on the build machines; TCG with a thread per
 		// vCPU is dependable and fast enough.
 		"-accel", "tcg,thread=multi", "-cpu", "max",
@@ -283,7 +292,8 @@ func qemuArgs(cfg *Config, b bootFiles, sock func(id string) string) []string {
 		"-kernel", b.kernel, "-initrd", b.initrd,
 		"-append", strings.TrimSpace("console=ttyS0 quiet panic=-1 lsm=" + LSMs + " " + cfg.Append),
 		"-chardev", "socket,id=con,path=" + sock("con"), "-serial", "chardev:con",
-		"-virtfs", "local,path=/,mount_tag=" + vmproto.HostRootTag + ",security_model=none,readonly=on,multidevs=remap",
+		"-fsdev", "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap",
+		"-device", "virtio-9p-pci,fsdev=root,mount_tag=" + vmproto.HostRootTag,
 		"-device", "virtio-serial-pci,id=ser",
 	}
 	ports := []string{vmproto.PortControl, vmproto.PortStdout, vmproto.PortStderr}
@@ -408,6 +418,8 @@ func boot(ctx context.Context, cfg *Config, b bootFiles, req *vmproto.Request) (
 	var qemuOut bytes.Buffer
 	cmd := exec.Command(b.qemu, args...)
 	cmd.Stdout, cmd.Stderr = &qemuOut, &qemuOut
+	// Should the runner die, so does its VM.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	fmt.Fprintf(cfg.log(), "vm: %s %s\n", b.qemu, strings.Join(args, " "))
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

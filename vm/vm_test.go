@@ -252,7 +252,8 @@ func TestQEMUArgs(t *testing.T) {
 	for _, want := range []string{
 		"-accel tcg,thread=multi", "-cpu max", "-smp 3", "-m 3000", "-kernel /k", "-initrd /i",
 		"lsm=" + LSMs + " loglevel=7", "console=ttyS0 quiet",
-		"-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+		"-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap",
+		"-device virtio-9p-pci,fsdev=root,mount_tag=hostroot", "-machine pc",
 		"-chardev socket,id=con,path=/s/con -serial chardev:con",
 		"chardev=p0,name=" + vmproto.PortControl, "chardev=p1,name=" + vmproto.PortStdout, "chardev=p2,name=" + vmproto.PortStderr,
 	} {
