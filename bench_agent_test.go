@@ -87,20 +87,35 @@ func (m *benchModel) llm() *agent.LLM {
 		RequestTimeout: m.cfg.RequestTimeout, StallTimeout: m.cfg.StallTimeout})
 }
 
-// printEnvOnce writes the configuration lines once per process, before the
-// first result, so every result below carries them.
-var printEnvOnce sync.Once
+// printedConfig remembers the configuration lines already written in this
+// process: a line is written before the first result it applies to, and
+// again only if its value changes (benchfmt keeps a value until it is
+// overwritten).
+var printedConfig = struct {
+	sync.Mutex
+	lines map[string]string
+}{lines: map[string]string{}}
 
+// printEnv writes the configuration lines (env, detected facts, endpoint,
+// then extra) that are new or changed since the last call.
 func printEnv(b *testing.B, m *benchModel, extra ...envinfo.Line) {
-	printEnvOnce.Do(func() {
-		lines := envinfo.Lines(*benchEnv, envinfo.Detect(envinfo.DefaultPaths()),
-			envinfo.Line{Key: "model-endpoint", Value: m.endpoint},
-			envinfo.Line{Key: "model-synthetic", Value: fmt.Sprint(m.synthetic)},
-			envinfo.Line{Key: "mcp-server", Value: *benchServer})
-		if err := envinfo.Write(os.Stdout, append(lines, extra...)); err != nil {
-			b.Fatal(err)
+	b.Helper()
+	printedConfig.Lock()
+	defer printedConfig.Unlock()
+	lines := envinfo.Lines(*benchEnv, envinfo.Detect(envinfo.DefaultPaths()),
+		envinfo.Line{Key: "model-endpoint", Value: m.endpoint},
+		envinfo.Line{Key: "model-synthetic", Value: fmt.Sprint(m.synthetic)},
+		envinfo.Line{Key: "mcp-server", Value: *benchServer})
+	var fresh []envinfo.Line
+	for _, l := range append(lines, extra...) {
+		if v, ok := printedConfig.lines[l.Key]; !ok || v != l.Value {
+			fresh = append(fresh, l)
+			printedConfig.lines[l.Key] = l.Value
 		}
-	})
+	}
+	if err := envinfo.Write(os.Stdout, fresh); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // targetDir is the fixed directory the benchmarks' files live in. Its path
