@@ -93,7 +93,14 @@ func FindSecret(s string) (Finding, bool) {
 	if f, ok := scan(s, strongSecrets); ok {
 		return f, true
 	}
-	return scan(s, []pattern{urlCredentials})
+	if anyFold(s, urlCredentials.anchors) {
+		for _, m := range urlCredentials.re.FindAllStringSubmatchIndex(s, -1) {
+			if secretLike(s[m[4]:m[5]]) {
+				return Finding{Kind: urlCredentials.kind, Start: m[0], End: m[1]}, true
+			}
+		}
+	}
+	return Finding{}, false
 }
 
 // MayCarryContentRisk is a cheap filter over a call's raw JSON arguments:
@@ -287,15 +294,61 @@ func RedactSecrets(s string) (string, []string) {
 		s = p.re.ReplaceAllLiteralString(s, "[REDACTED:"+p.kind+"]")
 		kinds = append(kinds, p.kind)
 	}
-	if anyFold(s, urlCredentials.anchors) && urlCredentials.re.MatchString(s) {
-		s = urlCredentials.re.ReplaceAllString(s, "${1}[REDACTED:password]@")
-		kinds = append(kinds, urlCredentials.kind)
+	var ok bool
+	if anyFold(s, urlCredentials.anchors) {
+		if s, ok = replaceSecretGroup(s, urlCredentials.re, 2, "[REDACTED:password]"); ok {
+			kinds = append(kinds, urlCredentials.kind)
+		}
 	}
-	if anyFold(s, assignedSecret.anchors) && assignedSecret.re.MatchString(s) {
-		s = assignedSecret.re.ReplaceAllString(s, "${1}${3}[REDACTED:credential]")
-		kinds = append(kinds, assignedSecret.kind)
+	if anyFold(s, assignedSecret.anchors) {
+		if s, ok = replaceSecretGroup(s, assignedSecret.re, 4, "[REDACTED:credential]"); ok {
+			kinds = append(kinds, assignedSecret.kind)
+		}
 	}
 	return s, kinds
+}
+
+// secretLike reports whether a value found where a secret is expected (a
+// NAME=value whose name says secret, a URL's password) looks like one:
+// at least 12 characters mixing letters and digits, as generated keys and
+// tokens do. Placeholders ("changeme", "your-api-key-here", "xxxx") do not,
+// and stay readable.
+func secretLike(v string) bool {
+	if len(v) < 12 {
+		return false
+	}
+	var letter, digit bool
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c >= '0' && c <= '9':
+			digit = true
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+			letter = true
+		}
+	}
+	return letter && digit
+}
+
+// replaceSecretGroup replaces submatch group of every match of re in s
+// whose value is secretLike, and reports whether it replaced any.
+func replaceSecretGroup(s string, re *regexp.Regexp, group int, repl string) (string, bool) {
+	var b strings.Builder
+	last, done := 0, false
+	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
+		start, end := m[2*group], m[2*group+1]
+		if start < 0 || !secretLike(s[start:end]) {
+			continue
+		}
+		b.WriteString(s[last:start])
+		b.WriteString(repl)
+		last, done = end, true
+	}
+	if !done {
+		return s, false
+	}
+	b.WriteString(s[last:])
+	return b.String(), true
 }
 
 func isASCII(s string) bool {

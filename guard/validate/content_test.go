@@ -90,14 +90,24 @@ func TestFindInjectionAndHidden(t *testing.T) {
 }
 
 func TestRedactSecrets(t *testing.T) {
-	in := "config:\n" + pemKey + "API_TOKEN=c4n4ry-value-123\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\nplain line\n"
+	in := "config:\n" + pemKey + "API_TOKEN=c4n4ry-value-123\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\nplain line\n" +
+		"DATABASE_URL=postgres://app:s3cr3t-9f8e7d6c5b@db/app\nAPI_KEY=changeme\nDB=postgres://user:password@localhost/x\n"
 	out, kinds := RedactSecrets(in)
 	assert.NotContains(t, out, "b3BlbnNzaC1rZXkt")
 	assert.NotContains(t, out, "c4n4ry-value-123")
 	assert.NotContains(t, out, "AKIAIOSFODNN7EXAMPLE")
+	assert.NotContains(t, out, "s3cr3t-9f8e7d6c5b")
 	assert.Contains(t, out, "API_TOKEN=[REDACTED:credential]")
+	assert.Contains(t, out, "postgres://app:[REDACTED:password]@db/app")
 	assert.Contains(t, out, "plain line")
-	assert.ElementsMatch(t, []string{"private_key", "aws_access_key", "credential_assignment"}, kinds)
+	// Placeholders are not secrets: a template stays readable.
+	assert.Contains(t, out, "API_KEY=changeme")
+	assert.Contains(t, out, "postgres://user:password@localhost/x")
+	assert.ElementsMatch(t, []string{"private_key", "aws_access_key", "url_credentials", "credential_assignment"}, kinds)
+	_, ok := FindSecret("connect to postgres://user:password@localhost/x")
+	assert.False(t, ok)
+	_, ok = FindSecret("connect to postgres://app:s3cr3t-9f8e7d6c5b@db/app")
+	assert.True(t, ok)
 	out, kinds = RedactSecrets("nothing to see")
 	assert.Equal(t, "nothing to see", out)
 	assert.Empty(t, kinds)
