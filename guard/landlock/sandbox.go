@@ -94,7 +94,7 @@ func (s *Sandbox) ABI() int { return s.abi }
 func (s *Sandbox) Rules() *Rules { return s.rules }
 
 // Limits says in one line what this backend cannot stop on this kernel
-// with this policy. The eval table shows it beside the config's numbers.
+// with this policy, for `run` and the eval table (configs.Limits).
 func (s *Sandbox) Limits() string {
 	l := limits(s.abi, s.rules)
 	if s.note != "" {
