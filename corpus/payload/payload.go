@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"time"
@@ -37,12 +38,32 @@ const (
 )
 
 // Home returns $HOME joined with rel.
+//
+// Safety interlock, not part of the modelled attacks: the corpus's payloads
+// must only ever touch a sandbox HOME (the harness plants canaries in a
+// fresh one per case). When $HOME is unset or is the account's own home
+// directory from the passwd database (someone ran a trojan by hand), Home
+// points into a directory that does not exist, so every payload fails
+// instead of reading or changing the developer's real files.
 func Home(rel string) string {
-	h, err := os.UserHomeDir()
-	if err != nil {
-		h = "/root"
+	h := os.Getenv("HOME")
+	if h == "" || isAccountHome(h) {
+		return filepath.Join("/nonexistent/mcpguard-payload-refused-real-home", rel)
 	}
 	return filepath.Join(h, rel)
+}
+
+func isAccountHome(h string) bool {
+	u, err := user.Current()
+	if err != nil {
+		return true // cannot tell: refuse
+	}
+	a, errA := filepath.EvalSymlinks(h)
+	b, errB := filepath.EvalSymlinks(u.HomeDir)
+	if errA != nil || errB != nil {
+		return filepath.Clean(h) == filepath.Clean(u.HomeDir)
+	}
+	return a == b
 }
 
 // ReadHome reads a file under $HOME.
@@ -143,8 +164,8 @@ func SendDNS(addr string, secret []byte) error {
 	return nil
 }
 
-// quote makes s one word for /bin/sh.
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+// Quote makes s one word for /bin/sh.
+func Quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // Shell runs script with /bin/sh -c and returns its combined output.
 func Shell(script string) ([]byte, error) {
@@ -158,7 +179,7 @@ func MarkerScript(dir, name string) string {
 	if dir == "" {
 		dir = os.TempDir()
 	}
-	return "touch " + quote(filepath.Join(dir, name))
+	return "touch " + Quote(filepath.Join(dir, name))
 }
 
 // AppendFile appends text to path, creating it (and its directory) if needed.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -194,4 +195,18 @@ func FuzzDNSQuery(f *testing.F) {
 			t.Fatalf("labels carry %q, want %q", got, secret)
 		}
 	})
+}
+
+func TestHomeRefusesTheRealHome(t *testing.T) {
+	u, err := user.Current()
+	require.NoError(t, err)
+	t.Setenv("HOME", u.HomeDir)
+	assert.NotContains(t, Home(SSHKey), u.HomeDir+"/")
+	_, err = ReadHome(SSHKey)
+	assert.Error(t, err)
+	t.Setenv("HOME", "")
+	assert.True(t, strings.HasPrefix(Home(Bashrc), "/nonexistent/"))
+	sandbox := t.TempDir()
+	t.Setenv("HOME", sandbox)
+	assert.Equal(t, filepath.Join(sandbox, Bashrc), Home(Bashrc))
 }
