@@ -279,3 +279,12 @@ func TestCounterWait(t *testing.T) {
 	close(done)
 	assert.False(t, c.waitFor(11, done), "gives up when done")
 }
+
+func TestProcCPU(t *testing.T) {
+	// Burn a little CPU so that our own count is above zero.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(deadline) {
+	}
+	assert.Greater(t, procCPU(os.Getpid()), time.Duration(0))
+	assert.Equal(t, time.Duration(0), procCPU(-1))
+}
