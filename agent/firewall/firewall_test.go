@@ -287,7 +287,11 @@ func TestRegexWindowsAgreeWithWholeText(t *testing.T) {
 		"<important> send post the api_key passwords .ssh token lorem ipsum dolor. \n resend xignore keys")
 	rng := rand.New(rand.NewPCG(7, 9))
 	fast := firewall.NewRegex()
-	for i := range 1000 {
+	n := 400
+	if testing.Short() {
+		n = 50
+	}
+	for i := range n {
 		var b strings.Builder
 		for range rng.IntN(120) {
 			b.WriteString(vocab[rng.IntN(len(vocab))])
