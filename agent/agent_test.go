@@ -2,7 +2,10 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	openai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -398,4 +402,34 @@ func TestRunAgainstReferenceServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, e2.Synthetic)
 	assert.Nil(t, e2.Reference)
+}
+
+// Whatever an endpoint streams, ChatStream returns a finished stream or an
+// error wrapping one of its sentinels; it never panics or hangs.
+func FuzzChatStream(f *testing.F) {
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"{\"}}]}}]}\n\n"))
+	f.Add([]byte("data: {\"error\":{\"message\":\"boom\"}}\n\n"))
+	f.Add([]byte(": keep-alive\n\nevent: x\n\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write(body)
+		}))
+		defer srv.Close()
+		llm := agent.NewLLM(agent.LLMOptions{BaseURL: srv.URL + "/v1", Model: "m", RequestTimeout: 2 * time.Second, StallTimeout: time.Second})
+		s, err := llm.ChatStream(context.Background(), openai.ChatCompletionRequest{
+			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "x"}}})
+		if err == nil {
+			require.NotEmpty(t, s.FinishReason)
+			require.False(t, s.Last.Before(s.First))
+			return
+		}
+		for _, want := range []error{agent.ErrEndpoint, agent.ErrStreamCut, agent.ErrBadStream, agent.ErrStreamStalled} {
+			if errors.Is(err, want) {
+				return
+			}
+		}
+		t.Fatalf("error without a sentinel: %v", err)
+	})
 }

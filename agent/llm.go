@@ -216,6 +216,9 @@ func (l *LLM) ChatStream(ctx context.Context, req openai.ChatCompletionRequest) 
 			if errors.As(err, &apiErr) {
 				return nil, fmt.Errorf("%w: error in stream: %v", ErrEndpoint, err)
 			}
+			if errors.Is(err, openai.ErrTooManyEmptyStreamMessages) {
+				return nil, fmt.Errorf("%w: %v", ErrBadStream, err)
+			}
 			return nil, fmt.Errorf("%w: %v", ErrStreamCut, err)
 		}
 		if watchdog == nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -347,5 +349,45 @@ func FuzzEstimateTokens(f *testing.F) {
 	f.Add(" a  b\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		require.Equal(t, estimateRef(s), firewall.EstimateTokens(s))
+	})
+}
+
+func FuzzParseJudgement(f *testing.F) {
+	f.Add(`{"observation":"o","thought":"t","conclusion":true}`)
+	f.Add("```json\n{\"conclusion\":false}\n```")
+	f.Add(`{"conclusion":"yes"}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		j, err := firewall.ParseJudgement(s)
+		if err != nil {
+			require.ErrorIs(t, err, firewall.ErrJudge)
+			return
+		}
+		require.NotNil(t, j.Conclusion)
+	})
+}
+
+// Whatever a classifier answers, the scanner decides within [0,1] or fails
+// closed; it never panics or allows on garbage.
+func FuzzClassifierResponse(f *testing.F) {
+	f.Add([]byte(`[[{"label":"MALICIOUS","score":0.5},{"label":"BENIGN","score":0.5}]]`), false)
+	f.Add([]byte(`{"data":[{"index":0,"probs":[0.1,0.9]}]}`), true)
+	f.Add([]byte(`[[{"label":"MALICIOUS","score":7}]]`), false)
+	f.Add([]byte(`{"data":[{"index":5,"probs":[0.1]}]}`), true)
+	f.Fuzz(func(t *testing.T, body []byte, vllm bool) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
+		defer srv.Close()
+		api := firewall.TEI
+		if vllm {
+			api = firewall.VLLM
+		}
+		pg, err := firewall.NewPromptGuard(firewall.PromptGuardOptions{URL: srv.URL, API: api, Timeout: time.Second})
+		require.NoError(t, err)
+		d, err := pg.Scan(context.Background(), toolMsg("some text"), nil)
+		require.NoError(t, err)
+		require.True(t, d.Score >= 0 && d.Score <= 1, "score %v", d.Score)
+		if d.Action == firewall.Allow {
+			require.Less(t, d.Score, 0.9)
+			require.NotContains(t, d.Reason, "fail-closed")
+		}
 	})
 }
