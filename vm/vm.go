@@ -481,14 +481,25 @@ func boot(ctx context.Context, cfg *Config, b bootFiles, req *vmproto.Request) (
 	go copyOut(get("p1"), stdout)
 	go copyOut(get("p2"), stderr)
 	if req.Stdin {
+		stdinConn := make(chan *net.UnixConn, 1)
+		defer func() {
+			select {
+			case c := <-stdinConn:
+				c.Close()
+			default:
+			}
+		}()
 		go func() {
 			c := get("p3")
 			if c == nil {
 				return
 			}
-			defer c.Close()
+			stdinConn <- c
 			_, _ = io.Copy(c, cfg.Stdin)
-			// qemu tells the guest the port closed: the command sees EOF.
+			// Half-close only: qemu reads up to the EOF, then tells the
+			// guest the port closed and the command sees EOF. Closing
+			// both ways would make qemu drop what it has not read yet.
+			// qemu's exit closes the rest.
 			_ = c.CloseWrite()
 		}()
 	}

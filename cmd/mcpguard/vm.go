@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -60,6 +61,9 @@ func cmdVM(ctx context.Context, s stdio, args []string) error {
 	if len(cmd) == 0 {
 		return fmt.Errorf("%w: no command (mcpguard vm [flags] -- CMD [ARGS...])", errUsage)
 	}
+	if w := goTestFlagOrder(cmd); w != "" {
+		fmt.Fprintln(s.err, "mcpguard vm: warning:", w)
+	}
 	cfg.Writable = writable
 	cfg.Stdout, cfg.Stderr = s.out, s.err
 	if stdin {
@@ -82,4 +86,24 @@ func cmdVM(ctx context.Context, s stdio, args []string) error {
 		return &exitCode{code: status}
 	}
 	return nil
+}
+
+// goTestFlagOrder warns about `go test -bpf ./...`: go test stops reading
+// packages at the first flag it does not know, so ./... would go to the
+// test binary and only the current directory's package would be tested.
+func goTestFlagOrder(cmd []string) string {
+	if len(cmd) < 3 || filepath.Base(cmd[0]) != "go" || cmd[1] != "test" {
+		return ""
+	}
+	for i, a := range cmd[2:] {
+		if a != "-bpf" && a != "--bpf" && a != "-update" && a != "--update" {
+			continue
+		}
+		for _, p := range cmd[2+i+1:] {
+			if strings.HasPrefix(p, "./") || strings.HasSuffix(p, "...") {
+				return fmt.Sprintf("go test takes %s as a test binary argument after %s, not a package; put packages first (go test %s %s)", p, a, p, a)
+			}
+		}
+	}
+	return ""
 }
