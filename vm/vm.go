@@ -99,7 +99,7 @@ func (c *Config) log() io.Writer {
 // signal N killed it). An error means the command's status is unknown.
 func Run(ctx context.Context, cfg Config, argv []string) (int, error) {
 	if len(argv) == 0 {
-		return 0, errors.New("vm: no command")
+		return 0, errors.New("no command")
 	}
 	if cfg.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg Config, argv []string) (int, error) {
 	if cfg.Dir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
-			return 0, fmt.Errorf("vm: %w", err)
+			return 0, err
 		}
 		cfg.Dir = wd
 	}
@@ -128,15 +128,15 @@ func Run(ctx context.Context, cfg Config, argv []string) (int, error) {
 	if under(cfg.Dir, "/tmp") {
 		// The guest mounts its own tmpfs there: the host's files are not
 		// visible, so the command would start in an empty directory.
-		return 0, fmt.Errorf("vm: working directory %s is under /tmp, which the VM replaces with its own tmpfs; run from elsewhere", cfg.Dir)
+		return 0, fmt.Errorf("working directory %s is under /tmp, which the VM replaces with its own tmpfs; run from elsewhere", cfg.Dir)
 	}
 	b, err := prepare(ctx, &cfg)
 	if err != nil {
-		return 0, fmt.Errorf("vm: %w", err)
+		return 0, err
 	}
 	req := request(&cfg, argv)
 	if err := req.Validate(); err != nil {
-		return 0, fmt.Errorf("vm: %w", err)
+		return 0, err
 	}
 	return boot(ctx, &cfg, b, req)
 }
@@ -389,7 +389,7 @@ func (r *ringBuffer) String() string {
 func boot(ctx context.Context, cfg *Config, b bootFiles, req *vmproto.Request) (int, error) {
 	dir, err := os.MkdirTemp("", "mcpguard-vm-")
 	if err != nil {
-		return 0, fmt.Errorf("vm: %w", err)
+		return 0, err
 	}
 	defer os.RemoveAll(dir)
 	sock := func(id string) string { return filepath.Join(dir, id) }
@@ -404,7 +404,7 @@ func boot(ctx context.Context, cfg *Config, b bootFiles, req *vmproto.Request) (
 	for _, id := range ids {
 		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock(id), Net: "unix"})
 		if err != nil {
-			return 0, fmt.Errorf("vm: %w", err)
+			return 0, err
 		}
 		defer ln.Close()
 		lns[id] = ln
@@ -423,7 +423,7 @@ func boot(ctx context.Context, cfg *Config, b bootFiles, req *vmproto.Request) (
 	fmt.Fprintf(cfg.log(), "vm: %s %s\n", b.qemu, strings.Join(args, " "))
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("vm: start qemu: %w", err)
+		return 0, fmt.Errorf("start qemu: %w", err)
 	}
 	exited := make(chan struct{})
 	var (
@@ -526,14 +526,14 @@ func boot(ctx context.Context, cfg *Config, b bootFiles, req *vmproto.Request) (
 		ctl.Close()
 	}()
 	if err := vmproto.WriteJSON(ctl, req); err != nil {
-		return 0, fmt.Errorf("vm: send request: %w", err)
+		return 0, fmt.Errorf("send request: %w", err)
 	}
 	lines := vmproto.NewScanner(ctl)
 	var exit *vmproto.Message
 	for exit == nil && lines.Scan() {
 		m, err := vmproto.ParseMessage(lines.Bytes())
 		if err != nil {
-			return 0, fmt.Errorf("vm: %w", err)
+			return 0, err
 		}
 		switch m.Kind {
 		case vmproto.KindStarted:
@@ -557,7 +557,7 @@ func boot(ctx context.Context, cfg *Config, b bootFiles, req *vmproto.Request) (
 		return 0, context.Cause(ctx)
 	}
 	if _, err := io.WriteString(ctl, vmproto.Ack+"\n"); err != nil {
-		return 0, fmt.Errorf("vm: ack: %w", err)
+		return 0, fmt.Errorf("ack: %w", err)
 	}
 	select {
 	case <-exited:
