@@ -44,6 +44,8 @@ type Runner struct {
 	WorkDir string
 	// Connect starts a guarded session; default ProxyConnect.
 	Connect Connector
+	// Command returns a server's argv; default servers.Command.
+	Command func(ctx context.Context, name, binDir string) ([]string, error)
 	// CallTimeout bounds one tool call, CaseTimeout a whole case.
 	CallTimeout, CaseTimeout time.Duration
 	// Quiet is how long the sinks must stay silent before the harness
@@ -61,6 +63,9 @@ type Runner struct {
 func (r *Runner) defaults() {
 	if r.Connect == nil {
 		r.Connect = ProxyConnect
+	}
+	if r.Command == nil {
+		r.Command = servers.Command
 	}
 	if r.CallTimeout == 0 {
 		r.CallTimeout = 10 * time.Second
@@ -183,7 +188,7 @@ func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, 
 	if err := sb.Apply(c.Setup); err != nil {
 		return fail(err)
 	}
-	argv, err := servers.Command(ctx, c.Server, r.BinDir)
+	argv, err := r.Command(ctx, c.Server, r.BinDir)
 	if err != nil {
 		return fail(err)
 	}
@@ -224,7 +229,7 @@ func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, 
 	caseCtx, cancel := context.WithTimeout(ctx, r.CaseTimeout)
 	defer cancel()
 	var serverPid atomic.Int64
-	sess, err := r.Connect(caseCtx, Launch{
+	sess, err := r.connect(caseCtx, sb, res, Launch{
 		Argv: argv, Env: sb.Env(), Dir: sb.WS, Server: c.Server, Config: config,
 		Setup: setup, Stderr: stderr, Grace: r.Grace,
 		OnStart: func(pid int) { serverPid.Store(int64(pid)) },
@@ -406,6 +411,38 @@ func tail(path string, n int) string {
 		b = b[len(b)-n:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// connect starts the session, bounded: a server that never answers
+// initialize fails the connect at the case timeout, but the proxy then
+// waits for the server's pipes, which a daemonised child may hold open; so
+// past the bound the case's processes are killed, which releases them.
+func (r *Runner) connect(ctx context.Context, sb *Sandbox, res *Result, l Launch) (Session, error) {
+	type result struct {
+		s   Session
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		s, err := r.Connect(ctx, l)
+		ch <- result{s, err}
+	}()
+	select {
+	case cr := <-ch:
+		return cr.s, cr.err
+	case <-time.After(r.CaseTimeout + 3*r.Grace + 500*time.Millisecond):
+	}
+	res.Killed += killCaseProcs(sb, time.Second)
+	select {
+	case cr := <-ch:
+		if cr.err == nil {
+			cr.s.Close()
+			cr.err = errors.New("session started only after its processes were killed")
+		}
+		return nil, cr.err
+	case <-time.After(5 * time.Second):
+		return nil, errors.New("session did not start, nor give up after its processes were killed")
+	}
 }
 
 // closeSession ends the session. The proxy waits for the server's pipes to

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,4 +145,24 @@ func TestUnknownConfigIsHarnessError(t *testing.T) {
 	s := Summarize("no-such-config", results, nil)
 	assert.Equal(t, 1, s.Errors)
 	assert.Equal(t, 0, s.FalsePositives.Total, "an error counts neither as passed nor as failed")
+}
+
+// A server that never answers and leaves a daemon holding its pipes cannot
+// hang the run: the case ends within its bounds, the daemon is killed, and
+// the oracle (not the harness) decides.
+func TestRunnerSurvivesHangingServer(t *testing.T) {
+	r := newRunner(t)
+	r.CaseTimeout = 500 * time.Millisecond
+	r.Command = func(context.Context, string, string) ([]string, error) {
+		// The daemon keeps stdout open; the server reads nothing, says nothing.
+		return []string{"/bin/sh", "-c", "setsid sleep 60 & exec sleep 60", "--"}, nil
+	}
+	c := realCase(t, "T-40", "js-workspace", Benign, Setup{}, Oracle{Kind: KindExpect, NotError: true}, call("list_dir", nil))
+	start := time.Now()
+	res, err := r.RunCase(context.Background(), configs.C0, c)
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 20*time.Second)
+	assert.Equal(t, FalsePositive, res.Verdict, "no answer is not the expected result")
+	assert.NotEmpty(t, res.StartError)
+	assert.GreaterOrEqual(t, res.Killed, 1)
 }
