@@ -2,9 +2,84 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/mcpguard/mcpguard/report"
 )
 
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
 func cmdReport(ctx context.Context, s stdio, args []string) error {
-	return errors.New("not built yet")
+	fs := newFlags(s, "report", "[flags]",
+		`Draws the study's figures (PNG, SVG and PDF) and a Markdown summary with the
+same numbers from benchmark output (go test -bench) and eval results
+(mcpguard eval --json). Each input is optional; what is given is drawn:
+
+  --std/--cvm   BenchmarkAgent in a standard and a confidential VM: per phase,
+                medians with 95% intervals and the overhead (figure 2)
+  --firewall    BenchmarkFirewall: what each scanner adds per iteration (figures 3, 4)
+  --eval        mcpguard eval --json: APR, V-APR, FPR per config and per category (table 1)
+  --guard       BenchmarkGuard: p50, p95, p99 of the benign call per config
+
+Example: mcpguard report --std std.txt --cvm cvm.txt --eval eval.json --out report/`)
+	std := fs.String("std", "", "BenchmarkAgent output from the standard VM")
+	cvm := fs.String("cvm", "", "BenchmarkAgent output from the confidential VM")
+	fw := fs.String("firewall", "", "BenchmarkFirewall output")
+	guardBench := fs.String("guard", "", "BenchmarkGuard output")
+	var evals listFlag
+	fs.Var(&evals, "eval", "mcpguard eval --json `file` (repeatable)")
+	filter := fs.String("agent-filter", "", "only agent sub-benchmarks matching this `regexp` in the CVM dashboard")
+	out := fs.String("out", "report", "output `dir`ectory")
+	formats := fs.String("formats", strings.Join(report.DefaultFormats(), ","), "figure formats")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if (*std == "") != (*cvm == "") {
+		return fmt.Errorf("%w: --std and --cvm go together", errUsage)
+	}
+	var in report.Inputs
+	var err error
+	if *filter != "" {
+		if in.AgentFilter, err = regexp.Compile(*filter); err != nil {
+			return fmt.Errorf("%w: --agent-filter: %v", errUsage, err)
+		}
+	}
+	read := func(path string) (*report.Bench, error) {
+		if path == "" {
+			return nil, nil
+		}
+		return report.ReadBench(path)
+	}
+	if in.Std, err = read(*std); err != nil {
+		return err
+	}
+	if in.CVM, err = read(*cvm); err != nil {
+		return err
+	}
+	if in.Firewall, err = read(*fw); err != nil {
+		return err
+	}
+	if in.Guard, err = read(*guardBench); err != nil {
+		return err
+	}
+	for _, e := range evals {
+		reps, err := report.ReadEval(e)
+		if err != nil {
+			return err
+		}
+		in.Eval = append(in.Eval, reps...)
+	}
+	if in.Std == nil && in.Firewall == nil && in.Guard == nil && len(in.Eval) == 0 {
+		return fmt.Errorf("%w: nothing to draw: give --std/--cvm, --firewall, --guard or --eval", errUsage)
+	}
+	files, err := report.Write(in, *out, strings.Split(*formats, ","))
+	for _, f := range files {
+		fmt.Fprintln(s.out, f)
+	}
+	return err
 }

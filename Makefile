@@ -1,0 +1,47 @@
+# mcpguard. The two commands of the README are `make bench` and `make test`;
+# each installs what it needs (scripts/deps.sh) on a fresh Debian 12 machine.
+.PHONY: all build deps test test-short bench vmtest generate report fmt vet clean
+
+all: build
+
+build:
+	go build -o bin/mcpguard ./cmd/mcpguard
+
+deps:
+	bash scripts/deps.sh
+
+# The whole suite, as CI runs it (race detector, fuzzing, BPF tests in the VM).
+test:
+	bash scripts/test.sh
+
+# Quick feedback while developing: no race detector, no VM, smoke eval.
+test-short: deps
+	go test -short ./...
+
+# The main job: eval table for every config, latency, agent and firewall benchmarks, figures.
+bench:
+	bash scripts/bench.sh
+
+# Only the kernel-enforcement tests, in a VM whose kernel enforces BPF LSM.
+vmtest: build
+	bin/mcpguard vm -- go test -count=1 -bpf ./...
+
+# Rebuild the BPF objects (bpf2go) with Debian's clang.
+generate:
+	command -v clang-19 >/dev/null || (apt-get update && apt-get install -y clang-19 llvm-19 bpftool libbpf-dev)
+	go generate ./bpf/... ./vm/...
+
+# Figures and tables from the sample inputs committed in testdata/report.
+report: build
+	bin/mcpguard report --std testdata/report/agent-host.txt --cvm testdata/report/agent-vm.txt \
+		--firewall testdata/report/firewall.txt --guard testdata/report/guard.txt \
+		--eval testdata/report/eval.json --out results/report
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+vet:
+	go vet ./...
+
+clean:
+	rm -rf bin results

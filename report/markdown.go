@@ -1,0 +1,162 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/mcpguard/mcpguard/eval"
+)
+
+// Inputs are what a report is drawn from; any part may be missing.
+type Inputs struct {
+	// Std and CVM are BenchmarkAgent runs in a standard and a confidential
+	// environment; their labels come from the files' `env:` lines.
+	Std, CVM *Bench
+	// AgentFilter selects the agent sub-benchmarks of the CVM dashboard
+	// (nil: all).
+	AgentFilter *regexp.Regexp
+	// Firewall is a BenchmarkFirewall run.
+	Firewall *Bench
+	// Guard is a BenchmarkGuard run.
+	Guard *Bench
+	// Eval holds `mcpguard eval` reports.
+	Eval []*eval.Report
+}
+
+// envLabel is a file's environment as its `env:` line names it, else its name.
+func envLabel(b *Bench) string {
+	if v := b.Config["env"]; v != "" {
+		return v
+	}
+	return strings.TrimSuffix(filepath.Base(b.File), filepath.Ext(b.File))
+}
+
+// Write draws every figure the inputs allow into dir, in the given
+// formats, and writes the Markdown summary with the same numbers to
+// dir/summary.md. It returns the files written.
+func Write(in Inputs, dir string, formats []string) ([]string, error) {
+	if len(formats) == 0 {
+		formats = DefaultFormats()
+	}
+	var files []string
+	add := func(f []string, err error) error {
+		files = append(files, f...)
+		return err
+	}
+	if in.Std != nil && in.CVM != nil {
+		if err := add(CVMFigures(CVMRows(in.Std, in.CVM, in.AgentFilter), envLabel(in.Std), envLabel(in.CVM), dir, formats)); err != nil {
+			return files, err
+		}
+	}
+	if in.Firewall != nil {
+		if err := add(FirewallFigures(FirewallRows(in.Firewall), dir, formats)); err != nil {
+			return files, err
+		}
+	}
+	if len(in.Eval) > 0 {
+		if err := add(SecurityFigures(in.Eval, dir, formats)); err != nil {
+			return files, err
+		}
+	}
+	if in.Guard != nil {
+		if err := add(LatencyFigure(LatencyRows(in.Guard), dir, formats)); err != nil {
+			return files, err
+		}
+	}
+	var md bytes.Buffer
+	if err := Markdown(&md, in); err != nil {
+		return files, err
+	}
+	path := filepath.Join(dir, "summary.md")
+	if err := writeFile(path, md.Bytes()); err != nil {
+		return files, err
+	}
+	return append(files, path), nil
+}
+
+func ms(ns float64) string { return fmt.Sprintf("%.2f", ns/1e6) }
+func us(ns float64) string { return fmt.Sprintf("%.1f", ns/1e3) }
+
+// ci formats a summary's interval as benchstat does: ±x% of the center.
+func ci(s Summary) string {
+	if s.Center == 0 {
+		return "±∞"
+	}
+	d := max(s.Hi-s.Center, s.Center-s.Lo)
+	return fmt.Sprintf("±%.0f%%", 100*d/s.Center)
+}
+
+// Markdown writes the summary tables for whatever the inputs hold.
+func Markdown(w io.Writer, in Inputs) error {
+	var b strings.Builder
+	b.WriteString("# mcpguard report\n\nMedians over runs with 95% confidence intervals (benchmath, as benchstat computes them).\n")
+	if len(in.Eval) > 0 {
+		reps := SortReports(in.Eval)
+		b.WriteString("\n## Attack prevention and false positives (Table 1)\n\n")
+		b.WriteString("| config | APR | V-APR | viable blocked | FPR |\n|---|---:|---:|---:|---:|\n")
+		for _, r := range reps {
+			s := r.Summary
+			fmt.Fprintf(&b, "| %s | %.1f%% | %.1f%% | %s | %s |\n", r.Config, 100*s.APR(), 100*s.VAPR(), s.ViableBlocked, s.FalsePositives)
+		}
+		for _, r := range in.Eval {
+			if r.Skipped != "" {
+				fmt.Fprintf(&b, "\n%s was skipped: %s\n", r.Config, r.Skipped)
+			}
+		}
+		cats := categories(reps)
+		b.WriteString("\n### Blocked per category\n\n| config |")
+		for _, c := range cats {
+			b.WriteString(" " + c + " |")
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---:|", len(cats)) + "\n")
+		for _, r := range reps {
+			b.WriteString("| " + r.Config + " |")
+			for _, c := range cats {
+				b.WriteString(" " + r.Summary.PerCategory[c].String() + " |")
+			}
+			b.WriteString("\n")
+		}
+	}
+	if in.Guard != nil {
+		b.WriteString("\n## Latency of a benign read_file (BenchmarkGuard)\n\n")
+		b.WriteString("| config | p50 µs | p95 µs | p99 µs | p50 over direct µs | allocs/op |\n|---|---:|---:|---:|---:|---:|\n")
+		for _, r := range LatencyRows(in.Guard) {
+			over := "–"
+			if r.HasOverhead {
+				over = us(r.OverheadP50.Center) + " " + ci(r.OverheadP50)
+			}
+			fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %.0f |\n", r.Config, us(r.P50.Center), ci(r.P50), us(r.P95.Center), us(r.P99.Center), over, r.AllocsOp.Center)
+		}
+	}
+	if in.Std != nil && in.CVM != nil {
+		std, cvm := envLabel(in.Std), envLabel(in.CVM)
+		fmt.Fprintf(&b, "\n## Agent phases: %s vs %s (figure 2)\n\n", std, cvm)
+		fmt.Fprintf(&b, "| benchmark | phase | %s ms | %s ms | overhead | p |\n|---|---|---:|---:|---:|---:|\n", std, cvm)
+		for _, r := range CVMRows(in.Std, in.CVM, in.AgentFilter) {
+			delta := "~"
+			if r.Significant {
+				delta = fmt.Sprintf("%+.1f%%", r.OverheadPct)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s %s | %s %s | %s | %.3f |\n", strings.TrimPrefix(r.Bench, "BenchmarkAgent/"), strings.TrimSuffix(r.Phase, "-ns"),
+				ms(r.Std.Center), ci(r.Std), ms(r.CVM.Center), ci(r.CVM), delta, r.P)
+		}
+	}
+	if in.Firewall != nil {
+		rows := FirewallRows(in.Firewall)
+		b.WriteString("\n## Guardrail cost per agent iteration (figures 3 and 4)\n\n")
+		b.WriteString("| size | firewall | firewall ms | share of iteration | per scanner ms |\n|---|---|---:|---:|---|\n")
+		for _, r := range rows {
+			var sc []string
+			for _, name := range sortedKeys(r.Scanners) {
+				sc = append(sc, fmt.Sprintf("%s %s", name, ms(r.Scanners[name].Center)))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s %s | %.1f%% | %s |\n", r.Size, r.Firewall, ms(r.Added.Center), ci(r.Added), r.Pct.Center, strings.Join(sc, ", "))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

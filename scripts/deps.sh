@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what mcpguard's tests and benchmarks need on a fresh Debian 12
+# machine with Go 1.26: Debian packages, Go modules, and the npm packages of
+# the third-party MCP servers the tests run against. Idempotent and quick
+# when everything is there. `mcpguard vm` installs qemu and the guest kernel
+# itself, on first use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v git >/dev/null || need+=(git)
+command -v python3 >/dev/null || need+=(python3)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+if ((${#need[@]})); then
+	echo "deps: apt-get install ${need[*]}" >&2
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+
+go mod download
+if [ ! -x testdata/npm/node_modules/.bin/mcp-server-filesystem ]; then
+	echo "deps: npm ci in testdata/npm" >&2
+	(cd testdata/npm && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The test suite, as CI runs it: installs what it needs, then
+#   1. every package's tests with the race detector,
+#   2. the 100 MB message at full size (the race detector makes it slow),
+#   3. each fuzz target for a bounded time,
+#   4. the kernel-enforcement tests (-bpf) inside a VM whose kernel enforces
+#      BPF LSM (mcpguard vm), with the L3 configs' corpus eval against their
+#      golden verdicts.
+# FUZZTIME (default 10s) bounds each fuzz target; SKIP_VM=1 skips step 4.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+
+step() { printf '\n=== %s\n' "$*" >&2; }
+
+step "go test -race ./..."
+go test -race -count=1 -timeout 20m ./...
+
+step "100 MB message without the race detector"
+go test -count=1 -run '^TestHugeMessage$' ./guard/
+
+step "fuzz targets, ${FUZZTIME:-10s} each"
+while read -r pkg target; do
+	go test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME:-10s}" "$pkg"
+done < <(grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r f; do
+	dir=$(dirname "$f")
+	grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //' | sed "s|^|./${dir#./} |"
+done)
+
+if [ "${SKIP_VM:-0}" = 1 ]; then
+	step "SKIP_VM=1: kernel-enforcement tests not run"
+	exit 0
+fi
+step "kernel-enforcement tests in the VM (mcpguard vm)"
+go build -o bin/mcpguard ./cmd/mcpguard
+bin/mcpguard vm --timeout 20m -- go test -count=1 -bpf ./...
