@@ -109,6 +109,15 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 		}
 		return nil, nil, err
 	}
+	if setup.Sandbox != nil {
+		// Say which kernel backend enforces, and what it cannot stop, so
+		// that `--l3 auto` is never a silent choice.
+		msg := "mcpguard: " + setup.Name + ": L3 by " + setup.Sandbox.Name()
+		if l := configs.Limits(setup); l != "" {
+			msg += " (" + l + ")"
+		}
+		fmt.Fprintln(s.err, msg)
+	}
 	return &guard.Proxy{
 		Command:    argv,
 		Server:     server,
