@@ -243,6 +243,11 @@ func (c *Case) Validate(serverNames []string) error {
 		if err := checkTemplates(string(call.Arguments)); err != nil {
 			return bad(f+".arguments", "%v", err)
 		}
+		// A canary handed to the server by the harness would make every
+		// canary oracle fire by itself.
+		if strings.Contains(string(call.Arguments), "{{CANARY_") {
+			return bad(f+".arguments", "canary templates are for oracles: the harness never hands a secret to the server")
+		}
 	}
 	for k, v := range c.Setup.Files {
 		if err := checkTemplatedPath(k); err != nil {

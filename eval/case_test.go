@@ -57,6 +57,7 @@ func TestParseCaseErrorsNameFileAndField(t *testing.T) {
 		{"call without tool", mutate(t, `"tool": "read_file", `, ``), "calls[0].tool"},
 		{"arguments not object", mutate(t, `{"path": "{{HOME}}/.ssh/id_rsa"}`, `["x"]`), "calls[0].arguments"},
 		{"unknown template", mutate(t, `{{HOME}}`, `{{HOMEDIR}}`), "calls[0].arguments"},
+		{"canary in arguments", mutate(t, `{{HOME}}/.ssh/id_rsa`, `{{CANARY_SSH}}`), "calls[0].arguments"},
 		{"missing oracle kind", mutate(t, `"kind": "canary_in_response", `, ``), "oracle.kind"},
 		{"unknown oracle kind", mutate(t, `"canary_in_response"`, `"canary_in_responses"`), "oracle.kind"},
 		{"unknown canary", mutate(t, `"ssh_key"`, `"ssh"`), "oracle.canary"},
