@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	_ "github.com/mcpguard/mcpguard/internal/testenv"
+)
+
+func runIn(t *testing.T, stdin io.Reader, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code = run(ctx, stdio{stdin, &out, &errb}, args)
+	return code, out.String(), errb.String()
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"nosuchcommand"},
+		{"run"},
+		{"run", "--config", "C-nope", "--", "true"},
+		{"call", "--", "true"},
+		{"call", "--tool", "x", "--args", "[1]", "--", "true"},
+		{"gate", "onlyone.txt"},
+		{"report"},
+	} {
+		code, _, stderr := runIn(t, nil, args...)
+		assert.Equal(t, 2, code, "%v: %s", args, stderr)
+		assert.NotEmpty(t, stderr, "%v says why", args)
+	}
+	code, _, stderr := runIn(t, nil, "run", "-h")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stderr, `"command": "mcpguard"`, "run -h shows a client config snippet")
+}
+
+// `mcpguard run` relays a whole session over stdio; stdout carries only JSON-RPC.
+func TestRunSession(t *testing.T) {
+	argv := buildServer(t, "filesystem")
+	ws := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello from a"), 0o644))
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":%q}}}`, filepath.Join(ws, "a.txt")),
+	}, "\n") + "\n"
+	code, stdout, stderr := runIn(t, strings.NewReader(in), append([]string{"run", "--grace", "200ms", "--"}, append(argv, "--ws", ws)...)...)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 2, "one response per request, nothing else on stdout: %q", stdout)
+	byID := map[float64]string{}
+	for _, l := range lines {
+		var m struct{ ID float64 }
+		require.NoError(t, json.Unmarshal([]byte(l), &m), "stdout line is JSON-RPC: %q", l)
+		byID[m.ID] = l
+	}
+	require.Len(t, byID, 2, "each request answered once")
+	assert.Contains(t, byID[2], "hello from a")
+}
+
+// A server that exits on its own makes `run` exit 3.
+func TestRunServerExited(t *testing.T) {
+	r, w := io.Pipe() // the client never closes its side
+	defer w.Close()
+	code, _, stderr := runIn(t, r, "run", "--", "sh", "-c", "exit 5")
+	assert.Equal(t, exitServerExited, code)
+	assert.Contains(t, stderr, "exit status 5")
+}
+
+func TestCallPrintsResultAndDenies(t *testing.T) {
+	argv := buildServer(t, "filesystem")
+	ws := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello from a"), 0o644))
+	args := fmt.Sprintf(`{"path":%q}`, filepath.Join(ws, "a.txt"))
+	server := append(argv, "--ws", ws)
+
+	code, stdout, stderr := runIn(t, nil, append([]string{"call", "--tool", "read_file", "--args", args, "--"}, server...)...)
+	require.Equal(t, 0, code, stderr)
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &res), stdout)
+	require.NotEmpty(t, res.Content)
+	assert.Equal(t, "hello from a", res.Content[0].Text)
+
+	// C-app with the corpus policy (workspace = ws): reading outside is denied, exit 4.
+	policyFile, err := filepath.Abs("../../testdata/policies/filesystem.json")
+	require.NoError(t, err)
+	code, stdout, stderr = runIn(t, nil, append([]string{"call", "--config", "C-app", "--policy", policyFile,
+		"--var", "WS=" + ws, "--tool", "read_file", "--args", `{"path":"/etc/shadow"}`, "--"}, server...)...)
+	assert.Equal(t, exitDenied, code, stderr)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "mcpguard: denied by ")
+}
+
+func TestGateExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name string, vals ...float64) string {
+		var b strings.Builder
+		for _, v := range vals {
+			fmt.Fprintf(&b, "BenchmarkGuard/C0-2 \t 100\t %g p50-ns\n", v)
+		}
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(b.String()), 0o644))
+		return p
+	}
+	base := file("base.txt", 100, 101, 99, 100, 102, 98)
+	same := file("same.txt", 101, 99, 100, 100, 98, 102)
+	slow := file("slow.txt", 150, 151, 149, 150, 152, 148)
+	empty := file("empty.txt")
+
+	code, stdout, _ := runIn(t, nil, "gate", base, same)
+	assert.Equal(t, 0, code, stdout)
+	code, stdout, stderr := runIn(t, nil, "gate", "--threshold", "10", base, slow)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stdout, "REGRESSION")
+	assert.Contains(t, stderr, "significantly worse")
+	code, _, stderr = runIn(t, nil, "gate", base, empty)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, empty, "the error names the file")
+}
