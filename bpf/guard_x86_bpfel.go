@@ -28,7 +28,7 @@ type guardEvent struct {
 	Ncomp    uint32
 	Complete uint32
 	Comm     [16]int8
-	Path     [256]int8
+	Path     [512]int8
 }
 
 type guardInodeKey struct {

@@ -49,7 +49,7 @@ const (
 // the new name in the last slot.
 const (
 	NameComps   = 8
-	NameLen     = 32
+	NameLen     = 64
 	NewNameFlag = 0x100
 )
 

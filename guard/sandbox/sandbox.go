@@ -209,7 +209,7 @@ func (s *Session) load(cmd *exec.Cmd) error {
 }
 
 // read turns ring buffer records into audit events until the reader is
-// closed or its deadline passes with nothing left.
+// flushed or closed.
 func (s *Session) read() {
 	defer close(s.done)
 	for {
@@ -249,6 +249,16 @@ func (s *Session) Started(pid int) error {
 	return nil
 }
 
+// Release stops tracking pid by tgid (a process that joined the session
+// through Started and leaves it alive, such as a benchmark guarding
+// itself for a while). Its children stay guarded.
+func (s *Session) Release(pid int) error {
+	if err := s.objs.Tasks.Delete(uint32(pid)); err != nil {
+		return fmt.Errorf("release pid %d: %w", pid, err)
+	}
+	return nil
+}
+
 // Close kills every process of the session (those in its cgroup and those
 // tracked by tgid, such as a daemon that double-forked away), waits for
 // them, delivers the last denials, and removes the session's map entries
@@ -271,7 +281,10 @@ func (s *Session) Close() error {
 		}
 	}
 	if s.rd != nil {
-		s.rd.SetDeadline(time.Now().Add(50 * time.Millisecond))
+		// Flush hands over what is pending, then ends the read loop.
+		if err := s.rd.Flush(); err != nil {
+			s.rd.Close()
+		}
 		<-s.done
 		errs = append(errs, s.rd.Close())
 	}

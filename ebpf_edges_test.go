@@ -1,0 +1,567 @@
+package mcpguard_test
+
+// Kernel-enforcement edge cases of L3 on BPF LSM. They need -bpf, root and
+// a kernel that enforces BPF LSM; on the build machines that is the VM:
+//
+//	mcpguard vm -- go test -bpf -run 'Edges|LSM' .
+//
+// Each case starts this test binary again as a guarded "server" (see
+// edgeChild) that performs a list of steps with raw system calls and prints
+// one line per step: "ok", "EPERM" or "err <why>". Outcomes are checked
+// from outside too: files that must not exist, sockets that must not have
+// been reached, processes that must be gone.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpguard/mcpguard/bpf"
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/sandbox"
+	"github.com/mcpguard/mcpguard/internal/testenv"
+)
+
+const edgeStepsEnv = "MCPGUARD_EDGE_STEPS"
+
+func init() { edgeChild() }
+
+// edgeChild runs the steps in $MCPGUARD_EDGE_STEPS (a JSON list of
+// [op, args...]) and exits, when this binary was started as a guarded
+// server by one of the edge tests.
+func edgeChild() {
+	raw := os.Getenv(edgeStepsEnv)
+	if raw == "" {
+		return
+	}
+	var steps [][]string
+	if err := json.Unmarshal([]byte(raw), &steps); err != nil {
+		fmt.Println("steps err", err)
+		os.Exit(2)
+	}
+	for _, s := range steps {
+		fmt.Println(s[0], edgeResult(edgeStep(s)))
+	}
+	os.Exit(0)
+}
+
+func edgeResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, unix.EPERM):
+		return "EPERM"
+	}
+	return "err " + strings.ReplaceAll(err.Error(), "\n", " ")
+}
+
+func edgeStep(s []string) error {
+	arg := func(i int) string {
+		if i < len(s) {
+			return s[i]
+		}
+		return ""
+	}
+	switch s[0] {
+	case "read":
+		_, err := os.ReadFile(arg(1))
+		return err
+	case "write":
+		return os.WriteFile(arg(1), []byte("written by a guarded process\n"), 0o644)
+	case "link":
+		return os.Link(arg(1), arg(2))
+	case "exec":
+		return exec.Command(arg(1), s[2:]...).Run()
+	case "connect":
+		return edgeSocket(unix.SOCK_STREAM, arg(1), arg(2), false)
+	case "sendto":
+		return edgeSocket(unix.SOCK_DGRAM, arg(1), arg(2), true)
+	case "uring":
+		return uringOpen(arg(1), arg(2) == "async")
+	case "memfdexec":
+		return memfdExec()
+	case "spawn", "daemon":
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), edgeStepsEnv+"="+arg(1))
+		if s[0] == "daemon" {
+			// The grandchild of a double fork: a new session, not waited
+			// for, outliving the server.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			return cmd.Start()
+		}
+		out, err := cmd.Output()
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			fmt.Println("child." + line)
+		}
+		return err
+	case "sleep":
+		ms, _ := strconv.Atoi(arg(1))
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		return nil
+	case "record":
+		// Run a step and keep its result in a file (for a daemon, whose
+		// output goes nowhere).
+		return os.WriteFile(arg(1), []byte(edgeResult(edgeStep(s[2:]))), 0o644)
+	case "pidfile":
+		return os.WriteFile(arg(1), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	}
+	return fmt.Errorf("unknown step %q", s[0])
+}
+
+// edgeSocket connects (or sends one datagram, unconnected) to ip:port with
+// raw syscalls, so that IPv4-mapped IPv6 addresses go out as AF_INET6.
+func edgeSocket(typ int, ip, port string, send bool) error {
+	addr := net.ParseIP(ip)
+	p, _ := strconv.Atoi(port)
+	var (
+		sa     unix.Sockaddr
+		family = unix.AF_INET6
+	)
+	if strings.Contains(ip, ":") {
+		var a [16]byte
+		copy(a[:], addr.To16())
+		sa = &unix.SockaddrInet6{Port: p, Addr: a}
+	} else {
+		family = unix.AF_INET
+		var a [4]byte
+		copy(a[:], addr.To4())
+		sa = &unix.SockaddrInet4{Port: p, Addr: a}
+	}
+	fd, err := unix.Socket(family, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if send {
+		return unix.Sendto(fd, []byte("exfil"), 0, sa)
+	}
+	return unix.Connect(fd, sa)
+}
+
+// memfdExec copies /bin/echo into a memfd and runs it with execveat
+// (fileless exec). On success the process becomes echo and prints EXECUTED.
+func memfdExec() error {
+	bin, err := os.ReadFile("/bin/echo")
+	if err != nil {
+		return err
+	}
+	fd, err := unix.MemfdCreate("payload", 0)
+	if err != nil {
+		return err
+	}
+	if _, err := unix.Write(fd, bin); err != nil {
+		return err
+	}
+	argv, _ := syscall.SlicePtrFromStrings([]string{"echo", "EXECUTED"})
+	envv, _ := syscall.SlicePtrFromStrings([]string{})
+	empty, _ := syscall.BytePtrFromString("")
+	_, _, e := syscall.Syscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafe.Pointer(empty)),
+		uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])), unix.AT_EMPTY_PATH, 0)
+	return e
+}
+
+// uringOpen opens path through io_uring (IORING_OP_OPENAT), in the
+// submitting task or, with async, in an io-wq worker thread.
+func uringOpen(path string, async bool) error {
+	var p [120]byte // struct io_uring_params
+	fd, _, e := syscall.Syscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&p[0])), 0)
+	if e != 0 {
+		return fmt.Errorf("io_uring_setup: %w", e)
+	}
+	defer unix.Close(int(fd))
+	u32 := func(off int) uint32 { return *(*uint32)(unsafe.Pointer(&p[off])) }
+	sqEntries, cqEntries := u32(0), u32(4)
+	const sqOff, cqOff = 40, 80
+	sqRing, err := unix.Mmap(int(fd), 0, int(u32(sqOff+24)+sqEntries*4), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("mmap sq: %w", err)
+	}
+	defer unix.Munmap(sqRing)
+	cqRing, err := unix.Mmap(int(fd), 0x8000000, int(u32(cqOff+20)+cqEntries*16), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("mmap cq: %w", err)
+	}
+	defer unix.Munmap(cqRing)
+	sqes, err := unix.Mmap(int(fd), 0x10000000, int(sqEntries*64), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("mmap sqes: %w", err)
+	}
+	defer unix.Munmap(sqes)
+	at := func(b []byte, off uint32) *uint32 { return (*uint32)(unsafe.Pointer(&b[off])) }
+
+	name, _ := syscall.BytePtrFromString(path)
+	sqe := sqes[:64]
+	clear(sqe)
+	sqe[0] = 18 // IORING_OP_OPENAT
+	if async {
+		sqe[1] = 1 << 4 // IOSQE_ASYNC
+	}
+	dirfd := int32(unix.AT_FDCWD)
+	*(*int32)(unsafe.Pointer(&sqe[4])) = dirfd
+	*(*uint64)(unsafe.Pointer(&sqe[16])) = uint64(uintptr(unsafe.Pointer(name)))
+	*(*uint32)(unsafe.Pointer(&sqe[28])) = unix.O_RDONLY | unix.O_CLOEXEC
+	tail := at(sqRing, u32(sqOff+4))
+	mask := *at(sqRing, u32(sqOff+8))
+	*at(sqRing, u32(sqOff+24)+(*tail&mask)*4) = 0
+	*tail++
+	_, _, e = syscall.Syscall6(unix.SYS_IO_URING_ENTER, fd, 1, 1, 1 /* GETEVENTS */, 0, 0)
+	runtime.KeepAlive(name)
+	if e != 0 {
+		return fmt.Errorf("io_uring_enter: %w", e)
+	}
+	head := at(cqRing, u32(cqOff))
+	cmask := *at(cqRing, u32(cqOff+8))
+	cqe := u32(cqOff+20) + (*head&cmask)*16
+	res := *(*int32)(unsafe.Pointer(&cqRing[cqe+8]))
+	*head++
+	if res < 0 {
+		return syscall.Errno(-res)
+	}
+	return unix.Close(int(res))
+}
+
+// edgeSession starts a guarded session for p; it skips where the kernel
+// refuses BPF LSM.
+func edgeSession(t *testing.T, p *policy.Policy) (*sandbox.Session, *strings.Builder) {
+	t.Helper()
+	testenv.RequireBPF(t)
+	var log strings.Builder
+	s, err := sandbox.New(context.Background(), p, sandbox.Options{Server: "edge", Config: configs.CEBPF, Audit: audit.New(&log)})
+	testenv.SkipIfNotSupported(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s, &log
+}
+
+// edgeRun runs steps in a guarded child of session s and returns each
+// step's result by op (later duplicates get a #n suffix).
+func edgeRun(t *testing.T, s *sandbox.Session, steps ...[]string) map[string]string {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	raw, _ := json.Marshal(steps)
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), edgeStepsEnv+"="+string(raw))
+	require.NoError(t, s.Prepare(cmd))
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	require.NoError(t, s.Started(cmd.Process.Pid))
+	res := map[string]string{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		op, r, _ := strings.Cut(sc.Text(), " ")
+		key := op
+		for n := 2; ; n++ {
+			if _, dup := res[key]; !dup {
+				break
+			}
+			key = op + "#" + strconv.Itoa(n)
+		}
+		res[key] = r
+	}
+	require.NoError(t, cmd.Wait(), "guarded helper: %v", res)
+	return res
+}
+
+// edgeDirs makes ws (the policy's write root), a secret outside it, and a
+// sibling ws-evil that shares ws's name as a string prefix.
+type edgeDirs struct{ root, ws, evil, secret string }
+
+func newEdgeDirs(t *testing.T) edgeDirs {
+	root := t.TempDir()
+	d := edgeDirs{root: root, ws: filepath.Join(root, "ws"), evil: filepath.Join(root, "ws-evil"),
+		secret: filepath.Join(root, "home", ".ssh", "id_rsa")}
+	for _, dir := range []string{d.ws, d.evil, filepath.Dir(d.secret)} {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+	}
+	require.NoError(t, os.WriteFile(d.secret, []byte("CANARY-SSH\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(d.ws, "notes.txt"), []byte("hello\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d.evil, "loot.txt"), []byte("evil\n"), 0o644))
+	return d
+}
+
+func (d edgeDirs) policy() *policy.Policy {
+	return &policy.Policy{Server: "edge", Filesystem: policy.Filesystem{Write: []string{d.ws}}}
+}
+
+func TestEdgesFailClosedWithoutKernel(t *testing.T) {
+	// Whatever this kernel is, C-ebpf either gets real enforcement or
+	// refuses to build (and so the server is never started).
+	pol := filepath.Join(t.TempDir(), "p.json")
+	require.NoError(t, os.WriteFile(pol, []byte(`{"server":"edge","filesystem":{"write":["/nonexistent"]}}`), 0o644))
+	s, err := configs.Build(configs.CEBPF, configs.Options{Server: "edge", PolicyFile: pol})
+	if err == nil {
+		require.NotNil(t, s.Sandbox)
+		require.Equal(t, "ebpf", s.Sandbox.Name())
+		require.NoError(t, s.Sandbox.Close())
+		return
+	}
+	require.ErrorIs(t, err, configs.ErrUnavailable)
+	if os.Geteuid() == 0 && !testenv.BPF() {
+		t.Logf("refused here, as expected on a kernel without BPF LSM: %v", err)
+	}
+}
+
+func TestEdgesFailClosedMapsUnavailable(t *testing.T) {
+	testenv.RequireBPF(t)
+	// Pins on a filesystem that is not bpffs: refused before any server.
+	_, err := sandbox.New(context.Background(), &policy.Policy{}, sandbox.Options{PinRoot: t.TempDir()})
+	require.Error(t, err)
+	testenv.SkipIfNotSupported(t, bpfOrNil(err))
+	require.ErrorIs(t, err, bpf.ErrNotBPFFS)
+
+	// Programs attached but a pinned map removed: refused too.
+	root := "/sys/fs/bpf/mcpguard-edge-failclosed"
+	o, err := bpf.Attach(root)
+	require.NoError(t, err)
+	o.Close()
+	t.Cleanup(func() { bpf.Detach(root) })
+	require.NoError(t, os.Remove(filepath.Join(root, bpf.Version(), "fs_rules")))
+	_, err = sandbox.New(context.Background(), &policy.Policy{}, sandbox.Options{PinRoot: root})
+	require.ErrorContains(t, err, "fs_rules")
+}
+
+// bpfOrNil keeps err when it is the kernel refusing (to skip on it).
+func bpfOrNil(err error) error {
+	if errors.Is(err, guard.ErrKernelRefused) {
+		return err
+	}
+	return nil
+}
+
+func TestEdgesWorkspaceAndPrefix(t *testing.T) {
+	d := newEdgeDirs(t)
+	s, log := edgeSession(t, d.policy())
+	res := edgeRun(t, s,
+		[]string{"read", filepath.Join(d.ws, "notes.txt")},
+		[]string{"write", filepath.Join(d.ws, "out.txt")},
+		[]string{"read", filepath.Join(d.evil, "loot.txt")},
+		[]string{"write", filepath.Join(d.evil, "planted.txt")},
+		[]string{"read", d.secret},
+		[]string{"read", "/etc/hosts"},
+		[]string{"read", "/etc/shadow"},
+		[]string{"read", "/proc/self/status"},
+		[]string{"read", "/proc/1/environ"},
+	)
+	assert.Equal(t, map[string]string{
+		"read": "ok", "write": "ok", // the workspace
+		"read#2": "EPERM", "write#2": "EPERM", // /ws does not admit /ws-evil
+		"read#3": "EPERM",                 // the secret
+		"read#4": "ok", "read#5": "EPERM", // baseline /etc files, not the rest of /etc
+		"read#6": "ok", "read#7": "EPERM", // own /proc, not another process's
+	}, res)
+	b, err := os.ReadFile(filepath.Join(d.ws, "out.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "written by a guarded process\n", string(b))
+	assert.NoFileExists(t, filepath.Join(d.evil, "planted.txt"))
+	s.Close()
+	assert.Contains(t, log.String(), `"rule":"file.open_denied"`)
+	assert.Contains(t, log.String(), d.secret)
+	assert.Contains(t, log.String(), `"rule":"file.proc_denied"`)
+}
+
+func TestEdgesTmpStaging(t *testing.T) {
+	d := newEdgeDirs(t)
+	s, log := edgeSession(t, d.policy())
+	stage := filepath.Join(os.TempDir(), fmt.Sprintf("mcpguard-stage-%d", os.Getpid()))
+	res := edgeRun(t, s, []string{"write", stage}, []string{"write", filepath.Join(d.root, "stage")})
+	assert.Equal(t, map[string]string{"write": "EPERM", "write#2": "EPERM"}, res)
+	assert.NoFileExists(t, stage, "a denied create leaves no empty file")
+	assert.NoFileExists(t, filepath.Join(d.root, "stage"))
+	s.Close()
+	assert.Contains(t, log.String(), `"rule":"file.write_denied"`)
+}
+
+func TestEdgesSymlinkAndHardlink(t *testing.T) {
+	d := newEdgeDirs(t)
+	require.NoError(t, os.Symlink(d.secret, filepath.Join(d.ws, "sym")))
+	// A hard link planted in the workspace before the server starts (the
+	// server itself may not make one).
+	require.NoError(t, os.Link(d.secret, filepath.Join(d.ws, "hard")))
+	s, log := edgeSession(t, d.policy())
+	res := edgeRun(t, s,
+		[]string{"read", filepath.Join(d.ws, "sym")},
+		[]string{"read", filepath.Join(d.ws, "hard")},
+		[]string{"link", d.secret, filepath.Join(d.ws, "hard2")},
+		[]string{"link", filepath.Join(d.ws, "notes.txt"), filepath.Join(d.ws, "notes2")},
+	)
+	assert.Equal(t, map[string]string{"read": "EPERM", "read#2": "EPERM", "link": "EPERM", "link#2": "EPERM"}, res)
+	assert.NoFileExists(t, filepath.Join(d.ws, "hard2"))
+	s.Close()
+	assert.Contains(t, log.String(), `"rule":"file.hardlink_denied"`)
+	assert.Contains(t, log.String(), `"rule":"file.link_denied"`)
+}
+
+// edgeListen returns a TCP listener and a UDP socket on addr that record
+// whether anything reached them.
+func edgeListen(t *testing.T, network, addr string) (port string, reached func() bool) {
+	t.Helper()
+	got := make(chan struct{}, 1)
+	switch network {
+	case "tcp", "tcp6":
+		l, err := net.Listen(network, addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			if c, err := l.Accept(); err == nil {
+				got <- struct{}{}
+				c.Close()
+			}
+		}()
+		_, port, _ = net.SplitHostPort(l.Addr().String())
+	default:
+		c, err := net.ListenPacket(network, addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		go func() {
+			buf := make([]byte, 64)
+			if _, _, err := c.ReadFrom(buf); err == nil {
+				got <- struct{}{}
+			}
+		}()
+		_, port, _ = net.SplitHostPort(c.LocalAddr().String())
+	}
+	return port, func() bool {
+		select {
+		case <-got:
+			return true
+		case <-time.After(300 * time.Millisecond):
+			return false
+		}
+	}
+}
+
+func TestEdgesNetwork(t *testing.T) {
+	testenv.RequireBPF(t)
+	allowed, allowedReached := edgeListen(t, "tcp", "127.0.0.2:0")
+	sink, sinkReached := edgeListen(t, "tcp", "127.0.0.1:0")
+	sink6, sink6Reached := edgeListen(t, "tcp6", "[::1]:0")
+	udp, udpReached := edgeListen(t, "udp", "127.0.0.1:0")
+	ap, _ := strconv.Atoi(allowed)
+	d := newEdgeDirs(t)
+	p := d.policy()
+	p.Network.Allow = []policy.NetRule{{Host: "127.0.0.2", Ports: []int{ap}}}
+	s, log := edgeSession(t, p)
+	res := edgeRun(t, s,
+		[]string{"connect", "127.0.0.2", allowed},              // the allowed API
+		[]string{"connect", "127.0.0.1", sink},                 // localhost exfiltration
+		[]string{"connect", "::1", sink6},                      // IPv6 loopback
+		[]string{"connect", "::ffff:127.0.0.1", sink},          // IPv4-mapped sink
+		[]string{"connect", "::ffff:127.0.0.2", allowed},       // IPv4-mapped allowed
+		[]string{"connect", "127.0.0.2", strconv.Itoa(ap + 1)}, // right host, wrong port
+		[]string{"sendto", "127.0.0.1", udp},                   // unconnected UDP
+	)
+	assert.Equal(t, map[string]string{
+		"connect": "ok", "connect#2": "EPERM", "connect#3": "EPERM", "connect#4": "EPERM",
+		"connect#5": "ok", "connect#6": "EPERM", "sendto": "EPERM",
+	}, res)
+	assert.True(t, allowedReached(), "the allowed endpoint was reached")
+	assert.False(t, sinkReached(), "the IPv4 sink was not reached")
+	assert.False(t, sink6Reached(), "the IPv6 sink was not reached")
+	assert.False(t, udpReached(), "the UDP sink got no datagram")
+	s.Close()
+	assert.Contains(t, log.String(), `"rule":"net.connect_denied"`)
+	assert.Contains(t, log.String(), `"target":"127.0.0.1:`+sink+`"`)
+	assert.Contains(t, log.String(), `"rule":"net.sendto_denied"`)
+}
+
+func TestEdgesChildrenInherit(t *testing.T) {
+	d := newEdgeDirs(t)
+	s, _ := edgeSession(t, d.policy())
+	grand, _ := json.Marshal([][]string{{"read", d.secret}, {"read", filepath.Join(d.ws, "notes.txt")}})
+	child, _ := json.Marshal([][]string{{"read", d.secret}, {"spawn", string(grand)}})
+	res := edgeRun(t, s, []string{"spawn", string(child)})
+	assert.Equal(t, map[string]string{
+		"child.read":       "EPERM",                             // the child
+		"child.child.read": "EPERM", "child.child.read#2": "ok", // the grandchild
+		"child.spawn": "ok", "spawn": "ok",
+	}, res)
+}
+
+func TestEdgesDaemonOutlivesServer(t *testing.T) {
+	d := newEdgeDirs(t)
+	s, _ := edgeSession(t, d.policy())
+	pidfile := filepath.Join(d.ws, "daemon.pid")
+	result := filepath.Join(d.ws, "daemon.result")
+	daemon, _ := json.Marshal([][]string{{"sleep", "200"}, {"record", result, "read", d.secret},
+		{"pidfile", pidfile}, {"sleep", "60000"}})
+	res := edgeRun(t, s, []string{"daemon", string(daemon)})
+	assert.Equal(t, map[string]string{"daemon": "ok"}, res, "the server exited, leaving its daemon")
+	var pid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(pidfile)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(string(b))
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, "the daemon is running")
+	b, err := os.ReadFile(result)
+	require.NoError(t, err)
+	assert.Equal(t, "EPERM", string(b), "the daemon is still guarded after its server exited")
+	require.NoError(t, s.Close())
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err == nil {
+		// An orphan reparented to an init that does not reap stays a zombie.
+		fields := strings.Fields(string(st))
+		require.GreaterOrEqual(t, len(fields), 3)
+		assert.Equal(t, "Z", fields[2], "the daemon was killed at Close")
+	}
+}
+
+func TestEdgesFilelessExec(t *testing.T) {
+	d := newEdgeDirs(t)
+	p := d.policy()
+	p.Exec.Allow = []string{"/usr/bin/true"}
+	s, log := edgeSession(t, p)
+	res := edgeRun(t, s,
+		[]string{"exec", "/usr/bin/true"},
+		[]string{"exec", "/usr/bin/id"},
+		[]string{"memfdexec"},
+	)
+	assert.Equal(t, map[string]string{"exec": "ok", "exec#2": "EPERM", "memfdexec": "EPERM"}, res,
+		"an allowed exec runs, others do not, and a memfd never becomes a process (EXECUTED would show)")
+	s.Close()
+	assert.Contains(t, log.String(), `"rule":"exec.denied"`)
+}
+
+func TestEdgesIOUring(t *testing.T) {
+	d := newEdgeDirs(t)
+	s, _ := edgeSession(t, d.policy())
+	notes := filepath.Join(d.ws, "notes.txt")
+	res := edgeRun(t, s,
+		[]string{"uring", notes, "inline"},
+		[]string{"uring", d.secret, "inline"},
+		[]string{"uring", notes, "async"},
+		[]string{"uring", d.secret, "async"},
+	)
+	if strings.HasPrefix(res["uring"], "err io_uring_setup") {
+		t.Skipf("io_uring unavailable here: %s", res["uring"])
+	}
+	assert.Equal(t, map[string]string{"uring": "ok", "uring#2": "EPERM", "uring#3": "ok", "uring#4": "EPERM"}, res,
+		"opens submitted through io_uring are checked, in the submitter and in io-wq workers")
+}
