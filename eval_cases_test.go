@@ -37,8 +37,13 @@ func TestEvalCases(t *testing.T) {
 
 	root, err := filepath.Abs(".")
 	require.NoError(t, err)
-	binDir := t.TempDir()
-	require.NoError(t, servers.Build(ctx, binDir, serverNames(cases)...))
+	// MCPGUARD_SERVER_BIN names a directory of prebuilt Go servers (go build
+	// -o DIR/ ./testdata/servers/...), e.g. for a VM whose root is read-only.
+	binDir := os.Getenv("MCPGUARD_SERVER_BIN")
+	if binDir == "" {
+		binDir = t.TempDir()
+		require.NoError(t, servers.Build(ctx, binDir, serverNames(cases)...))
+	}
 	r := &eval.Runner{Root: root, BinDir: binDir, WorkDir: t.TempDir()}
 
 	var reports []*eval.Report

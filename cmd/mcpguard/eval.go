@@ -37,6 +37,7 @@ func cmdEval(ctx context.Context, s stdio, args []string) error {
 	only := fs.String("case", "", "run only the cases whose ID has this `prefix` (e.g. XL-)")
 	auditFile := fs.String("audit", "", "append the guard's audit events to `file`")
 	verbose := fs.Bool("v", false, "copy every server's stderr to stderr")
+	serverBin := fs.String("server-bin", os.Getenv("MCPGUARD_SERVER_BIN"), "`dir`ectory of prebuilt Go servers (go build -o DIR/ ./testdata/servers/...); default: build into a temp dir")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,20 +83,22 @@ func cmdEval(ctx context.Context, s stdio, args []string) error {
 	if err != nil {
 		return err
 	}
-	binDir, err := os.MkdirTemp("", "mcpguard-servers-")
-	if err != nil {
-		return err
+	binDir := *serverBin
+	if binDir == "" {
+		if binDir, err = os.MkdirTemp("", "mcpguard-servers-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(binDir)
+		fmt.Fprintf(s.err, "building servers...\n")
+		if err := servers.Build(ctx, binDir, usedServers(cases)...); err != nil {
+			return err
+		}
 	}
-	defer os.RemoveAll(binDir)
 	workDir, err := os.MkdirTemp("", "mcpguard-eval-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(workDir)
-	fmt.Fprintf(s.err, "building servers...\n")
-	if err := servers.Build(ctx, binDir, usedServers(cases)...); err != nil {
-		return err
-	}
 	r := &eval.Runner{Root: root, BinDir: binDir, WorkDir: workDir}
 	if *verbose {
 		r.Verbose = s.err
