@@ -83,7 +83,15 @@ func runCommand(req *vmproto.Request, report func(vmproto.Message)) (int, [2]int
 		for _, w := range writers {
 			w.Close()
 		}
-		return 127, counts, fmt.Errorf("start %s: %w", req.Argv[0], err)
+		copiers.Wait()
+		// As a shell would: a message on stderr and 127 (not found) or
+		// 126 (found but not runnable).
+		status := 126
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			status = 127
+		}
+		k, _ := fmt.Fprintf(outs[1], "mcpguard vm: %v\n", err)
+		return status, [2]int64{n[0].Load(), n[1].Load() + int64(k)}, nil
 	}
 	report(vmproto.Message{Kind: vmproto.KindStarted})
 	trace("command started")
