@@ -142,7 +142,8 @@ func (o Outcome) String() string {
 
 // Phases are the durations of one run, as serving benchmarks define them.
 type Phases struct {
-	// Planning: first request sent to the complete tool call (its stream's end).
+	// Planning: first request sent to the complete tool call (the chunk
+	// with its finish reason).
 	Planning time.Duration
 	// Tool: the MCP tools/call round trip(s).
 	Tool time.Duration
@@ -262,7 +263,7 @@ func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
 		return r, fmt.Errorf("planning: %w", err)
 	}
 	r.Plan = plan
-	r.Phases.Planning = plan.End.Sub(plan.Sent)
+	r.Phases.Planning = plan.Finished.Sub(plan.Sent)
 	if len(plan.ToolCalls) == 0 {
 		return r, fmt.Errorf("%w (finish_reason %q, answer %.100q)", ErrNoToolCall, plan.FinishReason, plan.Content)
 	}

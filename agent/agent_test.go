@@ -90,6 +90,8 @@ func TestRunCompletes(t *testing.T) {
 		assert.Positive(t, d, name)
 	}
 	assert.GreaterOrEqual(t, p.Total, p.Planning+p.Tool+p.Prefill+p.Decode)
+	assert.False(t, r.Plan.Finished.Before(r.Plan.Last), "the finish reason comes with or after the last fragment")
+	assert.False(t, r.Plan.End.Before(r.Plan.Finished))
 	assert.Equal(t, 8+2, r.GenTokens(), "usage from both requests")
 	assert.Positive(t, r.PromptTokens())
 	assert.Equal(t, r.Phases.Decode/7, r.TPOT())

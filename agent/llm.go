@@ -121,8 +121,9 @@ type chunk struct {
 
 // Stream is one streamed completion with its timestamps. Sent is taken just
 // before the request is written, First at the first chunk carrying output
-// (content or a tool-call fragment), Last at the last such chunk, End when
-// the stream finished.
+// (content or a tool-call fragment), Last at the last such chunk, Finished
+// at the chunk carrying the finish reason (the tool call is complete), End
+// when the stream ended ([DONE], after the usage chunk).
 type Stream struct {
 	Content      string
 	ToolCalls    []openai.ToolCall
@@ -132,7 +133,7 @@ type Stream struct {
 	// Chunks counts the chunks that carried output.
 	Chunks int
 
-	Sent, First, Last, End time.Time
+	Sent, First, Last, Finished, End time.Time
 }
 
 // TTFT is the time to first output token.
@@ -261,8 +262,9 @@ func (l *LLM) ChatStream(ctx context.Context, req openai.ChatCompletionRequest) 
 				acc.Function.Arguments += tc.Function.Arguments
 				out = true
 			}
-			if ch.FinishReason != "" {
+			if ch.FinishReason != "" && s.FinishReason == "" {
 				s.FinishReason = ch.FinishReason
+				s.Finished = now
 			}
 		}
 		if out {
