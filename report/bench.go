@@ -92,23 +92,22 @@ var procsSuffix = regexp.MustCompile(`-\d+$`)
 
 func stripProcs(name string) string { return procsSuffix.ReplaceAllString(name, "") }
 
-// Summary is a median with its confidence interval.
+// Summary is a median with its confidence interval. With too few runs
+// for a 95% interval (fewer than 6), HasCI is false and Lo = Hi = Center.
 type Summary struct {
 	Center, Lo, Hi float64
 	N              int
+	HasCI          bool
 }
 
 // Summarize returns the median and its 95% interval, as benchstat does.
 func Summarize(vals []float64) Summary {
 	s := benchmath.AssumeNothing.Summary(benchmath.NewSample(append([]float64(nil), vals...), &benchmath.DefaultThresholds), Confidence)
-	lo, hi := s.Lo, s.Hi
-	if math.IsInf(lo, 0) || math.IsNaN(lo) {
-		lo = s.Center
+	out := Summary{Center: s.Center, Lo: s.Lo, Hi: s.Hi, N: len(vals), HasCI: true}
+	if math.IsInf(s.Lo, 0) || math.IsNaN(s.Lo) || math.IsInf(s.Hi, 0) || math.IsNaN(s.Hi) {
+		out.Lo, out.Hi, out.HasCI = s.Center, s.Center, false
 	}
-	if math.IsInf(hi, 0) || math.IsNaN(hi) {
-		hi = s.Center
-	}
-	return Summary{Center: s.Center, Lo: lo, Hi: hi, N: len(vals)}
+	return out
 }
 
 // Summary returns the summary of one series, and whether it exists.

@@ -48,6 +48,9 @@ const (
 // groupedBars draws one group of bars per group name, one bar per series,
 // with interval whiskers where the series has them.
 func groupedBars(title, ylabel string, groups []string, ss []series) (*plot.Plot, error) {
+	if len(groups) == 0 || len(ss) == 0 {
+		return nil, fmt.Errorf("%s: %w", title, ErrNoResults)
+	}
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
@@ -69,7 +72,7 @@ func groupedBars(title, ylabel string, groups []string, ss []series) (*plot.Plot
 		bars.XMin = shift
 		p.Add(bars)
 		p.Legend.Add(s.name, bars)
-		if s.lo != nil {
+		if s.lo != nil && !slices.Equal(s.lo, s.hi) {
 			eb := errBars{}
 			for i, v := range s.vals {
 				eb.xys = append(eb.xys, plotter.XY{X: float64(i) + shift, Y: v})
@@ -85,6 +88,17 @@ func groupedBars(title, ylabel string, groups []string, ss []series) (*plot.Plot
 	}
 	p.NominalX(groups...)
 	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
+	// Headroom above the tallest bar (or whisker) for the legend.
+	top := 0.0
+	for _, s := range ss {
+		for i, v := range s.vals {
+			top = max(top, v)
+			if s.hi != nil {
+				top = max(top, s.hi[i])
+			}
+		}
+	}
+	p.Y.Max = top * 1.3
 	return p, nil
 }
 
@@ -134,6 +148,19 @@ type PhaseRow struct {
 func CVMRows(std, cvm *Bench, filter *regexp.Regexp) []PhaseRow {
 	rows := Compare(std, cvm, func(k Key) bool {
 		return slices.Contains(agentPhases, k.Unit) && (filter == nil || filter.MatchString(k.Name))
+	})
+	// Pipeline order within each benchmark, benchmarks in file order.
+	first := map[string]int{}
+	for i, r := range rows {
+		if _, ok := first[r.Name]; !ok {
+			first[r.Name] = i
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b Row) int {
+		if d := first[a.Name] - first[b.Name]; d != 0 {
+			return d
+		}
+		return slices.Index(agentPhases, a.Unit) - slices.Index(agentPhases, b.Unit)
 	})
 	out := make([]PhaseRow, 0, len(rows))
 	for _, r := range rows {
@@ -201,7 +228,7 @@ func FirewallRows(b *Bench) []FirewallRow {
 	var rows []FirewallRow
 	idx := map[string]int{}
 	for _, k := range b.Keys {
-		if !strings.HasPrefix(k.Name, "BenchmarkFirewall/") {
+		if !strings.HasPrefix(k.Name, "Firewall/") {
 			continue
 		}
 		pp := parts(k.Name)
@@ -320,7 +347,7 @@ func SecurityFigures(reps []*eval.Report, dir string, formats []string) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	p.Y.Max = 100
+	p.Y.Max = 130 // room for the legend above 100%
 	files, err := save(p, dir, "security", formats)
 	if err != nil {
 		return nil, err
@@ -338,7 +365,7 @@ func SecurityFigures(reps []*eval.Report, dir string, formats []string) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	p.Y.Max = 100
+	p.Y.Max = 130
 	more, err := save(p, dir, "security-categories", formats)
 	return append(files, more...), err
 }
@@ -370,7 +397,7 @@ func LatencyRows(b *Bench) []LatencyRow {
 	var rows []LatencyRow
 	idx := map[string]int{}
 	for _, k := range b.Keys {
-		name, ok := strings.CutPrefix(k.Name, "BenchmarkGuard/")
+		name, ok := strings.CutPrefix(k.Name, "Guard/")
 		if !ok {
 			continue
 		}
@@ -419,6 +446,5 @@ func LatencyFigure(rows []LatencyRow, dir string, formats []string) ([]string, e
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 func slug(s string) string {
-	s = strings.TrimPrefix(s, "Benchmark")
 	return strings.Trim(unsafeChars.ReplaceAllString(s, "_"), "_")
 }

@@ -83,7 +83,7 @@ func us(ns float64) string { return fmt.Sprintf("%.1f", ns/1e3) }
 
 // ci formats a summary's interval as benchstat does: ±x% of the center.
 func ci(s Summary) string {
-	if s.Center == 0 {
+	if !s.HasCI || s.Center == 0 {
 		return "±∞"
 	}
 	d := max(s.Hi-s.Center, s.Center-s.Lo)
@@ -93,7 +93,7 @@ func ci(s Summary) string {
 // Markdown writes the summary tables for whatever the inputs hold.
 func Markdown(w io.Writer, in Inputs) error {
 	var b strings.Builder
-	b.WriteString("# mcpguard report\n\nMedians over runs with 95% confidence intervals (benchmath, as benchstat computes them).\n")
+	b.WriteString("# mcpguard report\n\nMedians over runs with 95% confidence intervals (benchmath, as benchstat computes them; ±∞ where fewer than 6 runs allow none).\n")
 	if len(in.Eval) > 0 {
 		reps := SortReports(in.Eval)
 		b.WriteString("\n## Attack prevention and false positives (Table 1)\n\n")
@@ -141,7 +141,7 @@ func Markdown(w io.Writer, in Inputs) error {
 			if r.Significant {
 				delta = fmt.Sprintf("%+.1f%%", r.OverheadPct)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s %s | %s %s | %s | %.3f |\n", strings.TrimPrefix(r.Bench, "BenchmarkAgent/"), strings.TrimSuffix(r.Phase, "-ns"),
+			fmt.Fprintf(&b, "| %s | %s | %s %s | %s %s | %s | %.3f |\n", strings.TrimPrefix(r.Bench, "Agent/"), strings.TrimSuffix(r.Phase, "-ns"),
 				ms(r.Std.Center), ci(r.Std), ms(r.CVM.Center), ci(r.CVM), delta, r.P)
 		}
 	}

@@ -1,0 +1,224 @@
+package report_test
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"image"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/report"
+)
+
+// The sample inputs in ../testdata/report come from real runs of this
+// repository's benchmarks; testdata/report/README.md gives the commands.
+const samples = "../testdata/report"
+
+func sampleInputs(t *testing.T) report.Inputs {
+	t.Helper()
+	var in report.Inputs
+	var err error
+	in.Std, err = report.ReadBench(filepath.Join(samples, "agent-2cpu.txt"))
+	require.NoError(t, err)
+	in.CVM, err = report.ReadBench(filepath.Join(samples, "agent-1cpu.txt"))
+	require.NoError(t, err)
+	in.Firewall, err = report.ReadBench(filepath.Join(samples, "firewall.txt"))
+	require.NoError(t, err)
+	in.Guard, err = report.ReadBench(filepath.Join(samples, "guard.txt"))
+	require.NoError(t, err)
+	in.Eval, err = report.ReadEval(filepath.Join(samples, "eval.json"))
+	require.NoError(t, err)
+	return in
+}
+
+// TestReportGolden draws everything from the samples: the Markdown summary
+// is held against a golden file (-update rewrites it), and every figure
+// exists, decodes in its format, and is not blank.
+func TestReportGolden(t *testing.T) {
+	in := sampleInputs(t)
+	dir := t.TempDir()
+	files, err := report.Write(in, dir, report.DefaultFormats())
+	require.NoError(t, err)
+
+	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	require.NoError(t, err)
+	golden := filepath.Join(samples, "summary.golden.md")
+	if testenv.Update() {
+		require.NoError(t, os.WriteFile(golden, md, 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err, "run with -update to create it")
+	assert.Equal(t, string(want), string(md))
+
+	bases := map[string]bool{}
+	for _, f := range files {
+		bases[strings.TrimSuffix(filepath.Base(f), filepath.Ext(f))] = true
+		switch filepath.Ext(f) {
+		case ".png":
+			checkPNG(t, f)
+		case ".svg":
+			checkSVG(t, f)
+		case ".pdf":
+			checkPDF(t, f)
+		}
+	}
+	for _, want := range []string{"security", "security-categories", "latency", "firewall-added", "firewall-scanners", "summary"} {
+		assert.True(t, bases[want], "figure %s was not drawn (got %v)", want, bases)
+	}
+	var cvm int
+	for b := range bases {
+		if strings.HasPrefix(b, "cvm-") {
+			cvm++
+		}
+	}
+	assert.Positive(t, cvm, "no CVM dashboard figure")
+}
+
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err, path)
+	b := img.Bounds()
+	require.Greater(t, b.Dx(), 100, path)
+	// Not blank: a real chart has a fair share of non-background pixels
+	// and several colours (bars, text, axes).
+	colours := map[[4]uint32]bool{}
+	var ink int
+	for y := b.Min.Y; y < b.Max.Y; y += 2 {
+		for x := b.Min.X; x < b.Max.X; x += 2 {
+			r, g, bl, a := img.At(x, y).RGBA()
+			colours[[4]uint32{r >> 8, g >> 8, bl >> 8, a >> 8}] = true
+			if !isWhite(img, x, y) {
+				ink++
+			}
+		}
+	}
+	assert.Greater(t, len(colours), 4, "%s has too few colours to be a chart", path)
+	assert.Greater(t, ink, (b.Dx()*b.Dy()/4)/100, "%s is (nearly) blank", path)
+}
+
+func isWhite(img image.Image, x, y int) bool {
+	r, g, b, a := img.At(x, y).RGBA()
+	return a == 0 || (r > 0xf000 && g > 0xf000 && b > 0xf000)
+}
+
+func checkSVG(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	var shapes int
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err, "%s is not well-formed XML", path)
+		if se, ok := tok.(xml.StartElement); ok && (se.Name.Local == "path" || se.Name.Local == "text") {
+			shapes++
+		}
+	}
+	assert.Greater(t, shapes, 10, "%s draws almost nothing", path)
+}
+
+func checkPDF(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(b, []byte("%PDF-")), "%s is not a PDF", path)
+	assert.Contains(t, string(b[len(b)-64:]), "%%EOF", "%s is truncated", path)
+	assert.Greater(t, len(b), 2000, "%s is too small to hold a chart", path)
+}
+
+func TestBadInputsNameTheFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	for name, body := range map[string]string{
+		"empty.txt":     "",
+		"noresults.txt": "goos: linux\nPASS\nok  \tx\t0.1s\n",
+		"garbage.txt":   "BenchmarkX-2 notanumber ns/op\n",
+	} {
+		p := write(name, body)
+		_, err := report.ReadBench(p)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), p)
+		assert.ErrorIs(t, err, report.ErrNoResults)
+	}
+	_, err := report.ReadBench(filepath.Join(dir, "missing.txt"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+
+	for name, body := range map[string]string{
+		"empty.json":    "",
+		"notjson.json":  "{",
+		"notreport.json": `[{"foo":1}]`,
+	} {
+		p := write(name, body)
+		_, err := report.ReadEval(p)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), p)
+	}
+}
+
+// benchFile writes a benchmark file with one value per run.
+func benchFile(t *testing.T, name, unit string, vals ...float64) *report.Bench {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("goos: linux\n")
+	for _, v := range vals {
+		fmt.Fprintf(&b, "BenchmarkX/case-2 \t 100\t %g %s\n", v, unit)
+	}
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(b.String()), 0o644))
+	r, err := report.ReadBench(p)
+	require.NoError(t, err)
+	return r
+}
+
+func TestGate(t *testing.T) {
+	base := benchFile(t, "base.txt", "p50-ns", 100, 101, 99, 100, 102, 98, 100, 101)
+	same := benchFile(t, "same.txt", "p50-ns", 101, 99, 100, 100, 98, 102, 101, 100)
+	slow := benchFile(t, "slow.txt", "p50-ns", 130, 131, 129, 130, 132, 128, 130, 131)
+	fast := benchFile(t, "fast.txt", "p50-ns", 70, 71, 69, 70, 72, 68, 70, 71)
+
+	assert.Empty(t, report.Gate(report.Compare(base, same, nil), 5), "noise is not a regression")
+	bad := report.Gate(report.Compare(base, slow, nil), 5)
+	require.Len(t, bad, 1, "a 30%% slowdown is")
+	assert.InDelta(t, 30, bad[0].DeltaPct, 1)
+	assert.Empty(t, report.Gate(report.Compare(base, slow, nil), 50), "within the threshold")
+	assert.Empty(t, report.Gate(report.Compare(base, fast, nil), 5), "faster is not a regression")
+
+	// For a rate, lower is worse.
+	rb := benchFile(t, "rb.txt", "tok/s", 100, 101, 99, 100, 102, 98)
+	rs := benchFile(t, "rs.txt", "tok/s", 70, 71, 69, 70, 72, 68)
+	assert.Len(t, report.Gate(report.Compare(rb, rs, nil), 5), 1)
+	assert.Empty(t, report.Gate(report.Compare(rs, rb, nil), 5))
+
+	// Too few runs can never be significant: no false alarm.
+	b2 := benchFile(t, "b2.txt", "p50-ns", 100, 101)
+	s2 := benchFile(t, "s2.txt", "p50-ns", 200, 201)
+	assert.Empty(t, report.Gate(report.Compare(b2, s2, nil), 5))
+}
+
+func TestSummarizeMatchesBenchstat(t *testing.T) {
+	s := report.Summarize([]float64{5, 1, 4, 2, 3, 6, 7})
+	assert.Equal(t, 4.0, s.Center, "median")
+	assert.LessOrEqual(t, s.Lo, s.Center)
+	assert.GreaterOrEqual(t, s.Hi, s.Center)
+	assert.Equal(t, 7, s.N)
+}
