@@ -164,8 +164,8 @@ func TestBadInputsNameTheFile(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist)
 
 	for name, body := range map[string]string{
-		"empty.json":    "",
-		"notjson.json":  "{",
+		"empty.json":     "",
+		"notjson.json":   "{",
 		"notreport.json": `[{"foo":1}]`,
 	} {
 		p := write(name, body)
