@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -45,6 +46,14 @@ func TestEvalCases(t *testing.T) {
 		require.NoError(t, servers.Build(ctx, binDir, serverNames(cases)...))
 	}
 	r := &eval.Runner{Root: root, BinDir: binDir, WorkDir: t.TempDir()}
+	// MCPGUARD_EVAL_TIMEOUT_SCALE stretches the time bounds on slow hosts
+	// (a TCG VM), where the defaults would cut live servers off.
+	if v := os.Getenv("MCPGUARD_EVAL_TIMEOUT_SCALE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		require.NoError(t, err, "MCPGUARD_EVAL_TIMEOUT_SCALE")
+		require.Positive(t, f, "MCPGUARD_EVAL_TIMEOUT_SCALE")
+		r.Scale(f)
+	}
 
 	var reports []*eval.Report
 	var viable map[string]bool

@@ -60,6 +60,16 @@ type Runner struct {
 	Verbose io.Writer
 }
 
+// Scale multiplies every time bound (call and case timeouts, quiet and
+// settle times, grace) by f after the defaults are filled in: for slow hosts
+// such as a TCG-emulated VM, where the defaults would cut live servers off.
+func (r *Runner) Scale(f float64) {
+	r.defaults()
+	for _, d := range []*time.Duration{&r.CallTimeout, &r.CaseTimeout, &r.Quiet, &r.Settle, &r.Grace} {
+		*d = time.Duration(float64(*d) * f)
+	}
+}
+
 func (r *Runner) defaults() {
 	if r.Connect == nil {
 		r.Connect = ProxyConnect

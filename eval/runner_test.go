@@ -166,3 +166,11 @@ func TestRunnerSurvivesHangingServer(t *testing.T) {
 	assert.NotEmpty(t, res.StartError)
 	assert.GreaterOrEqual(t, res.Killed, 1)
 }
+
+func TestScale(t *testing.T) {
+	r := &Runner{CallTimeout: time.Second}
+	r.Scale(3)
+	assert.Equal(t, 3*time.Second, r.CallTimeout)
+	assert.Equal(t, 90*time.Second, r.CaseTimeout, "defaults are filled in, then scaled")
+	assert.Equal(t, 300*time.Millisecond, r.Quiet)
+}

@@ -27,7 +27,7 @@ func cmdEval(ctx context.Context, s stdio, args []string) error {
 			"that succeed under C0, so C0 is run first whenever another config is asked for.\n"+
 			"Configs that cannot run here (e.g. BPF LSM refused by the kernel) are listed as skipped.\n"+
 			"`mcpguard eval aggregate results/*/C-full.json` averages N runs (mean ± sd, flaky cases).")
-	config := fs.String("config", "all", "config `name` to run, or all: "+strings.Join(configs.Names(), ", "))
+	config := fs.String("config", "all", "config `names` to run (comma-separated), or all: "+strings.Join(configs.Names(), ", "))
 	casesDir := fs.String("cases", "testdata/cases", "case `dir`ectory (one JSON file per case)")
 	jsonOut := fs.String("json", "", "also write all reports (per-case verdicts) to `file` as a JSON array")
 	runID := fs.String("run-id", "", "name of this run under the results dir (default: UTC timestamp)")
@@ -37,6 +37,7 @@ func cmdEval(ctx context.Context, s stdio, args []string) error {
 	only := fs.String("case", "", "run only the cases whose ID has this `prefix` (e.g. XL-)")
 	auditFile := fs.String("audit", "", "append the guard's audit events to `file`")
 	verbose := fs.Bool("v", false, "copy every server's stderr to stderr")
+	scale := fs.Float64("timeout-scale", 1, "multiply every time bound (10 s per call, 30 s per case, settle times) by `f`, for slow hosts such as a TCG VM")
 	serverBin := fs.String("server-bin", os.Getenv("MCPGUARD_SERVER_BIN"), "`dir`ectory of prebuilt Go servers (go build -o DIR/ ./testdata/servers/...); default: build into a temp dir")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -45,16 +46,20 @@ func cmdEval(ctx context.Context, s stdio, args []string) error {
 		return fmt.Errorf("%w: unexpected arguments %q (did you mean 'mcpguard eval aggregate'?)", errUsage, fs.Args())
 	}
 	var cfgs []string
-	switch {
-	case *config == "all":
+	if *config == "all" {
 		cfgs = configs.Names()
-	case slices.Contains(configs.Names(), *config):
-		if *config != configs.C0 {
-			cfgs = append(cfgs, configs.C0)
+	} else {
+		for _, c := range strings.Split(*config, ",") {
+			if !slices.Contains(configs.Names(), c) {
+				return fmt.Errorf("%w: unknown config %q (known: %s, all)", errUsage, c, strings.Join(configs.Names(), ", "))
+			}
+			if !slices.Contains(cfgs, c) {
+				cfgs = append(cfgs, c)
+			}
 		}
-		cfgs = append(cfgs, *config)
-	default:
-		return fmt.Errorf("%w: unknown config %q (known: %s, all)", errUsage, *config, strings.Join(configs.Names(), ", "))
+		if !slices.Contains(cfgs, configs.C0) {
+			cfgs = append([]string{configs.C0}, cfgs...)
+		}
 	}
 	if *parallel < 1 {
 		return fmt.Errorf("%w: --parallel must be at least 1", errUsage)
@@ -100,6 +105,10 @@ func cmdEval(ctx context.Context, s stdio, args []string) error {
 	}
 	defer os.RemoveAll(workDir)
 	r := &eval.Runner{Root: root, BinDir: binDir, WorkDir: workDir}
+	if *scale <= 0 {
+		return fmt.Errorf("%w: --timeout-scale must be positive", errUsage)
+	}
+	r.Scale(*scale)
 	if *verbose {
 		r.Verbose = s.err
 	}
