@@ -120,6 +120,8 @@ type Result struct {
 	StartError string `json:"start_error,omitempty"`
 	// CallErrors holds the error text of failed calls, by index.
 	CallErrors map[int]string `json:"call_errors,omitempty"`
+	// Note records a harness observation that is not a verdict.
+	Note string `json:"note,omitempty"`
 	// Killed counts stray processes the harness killed after the session.
 	Killed     int     `json:"killed,omitempty"`
 	DurationMS float64 `json:"duration_ms"`
@@ -473,7 +475,7 @@ func (r *Runner) closeSession(sess Session, sb *Sandbox, res *Result) {
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		res.Detail = "session did not close after its processes were killed"
+		res.Note = "session did not close after its processes were killed"
 	}
 }
 
