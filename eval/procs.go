@@ -77,3 +77,30 @@ func killCaseProcs(sb *Sandbox, within time.Duration) int {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// runnable reports whether any thread of pid is running or waiting for a
+// CPU (state R). A server that is about to act on an event it has been
+// woken for (a child's exit, say) is runnable before it does anything
+// visible, so "quiet" must wait for it even when the host is loaded.
+func runnable(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", t.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The state follows the command name, which is in parentheses
+		// and may itself contain ") ".
+		i := bytes.LastIndexByte(b, ')')
+		if i >= 0 && i+2 < len(b) && b[i+2] == 'R' {
+			return true
+		}
+	}
+	return false
+}

@@ -125,6 +125,9 @@ type Result struct {
 	// Killed counts stray processes the harness killed after the session.
 	Killed     int     `json:"killed,omitempty"`
 	DurationMS float64 `json:"duration_ms"`
+	// PhasesMS splits the session's time: connect, calls, quiet (waiting
+	// for children and sinks), close, settle (after the session).
+	PhasesMS map[string]float64 `json:"phases_ms,omitempty"`
 	// Err is a harness failure (verdict "error").
 	Err string `json:"error,omitempty"`
 	// NoPolicy is set when the config failed to build and the server lacks
@@ -241,6 +244,12 @@ func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, 
 	caseCtx, cancel := context.WithTimeout(ctx, r.CaseTimeout)
 	defer cancel()
 	var serverPid atomic.Int64
+	res.PhasesMS = map[string]float64{}
+	mark := time.Now()
+	phase := func(name string) {
+		res.PhasesMS[name] = ms(time.Since(mark))
+		mark = time.Now()
+	}
 	sess, err := r.connect(caseCtx, sb, res, Launch{
 		Argv: argv, Env: sb.Env(), Dir: sb.WS, Server: c.Server, Config: config,
 		Setup: setup, Stderr: stderr, Grace: r.Grace,
@@ -253,11 +262,15 @@ func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, 
 			ev.CallErrors = append(ev.CallErrors, true)
 		}
 	} else {
+		phase("connect")
 		r.calls(caseCtx, sess, c, sb, ev, res)
+		phase("calls")
 		// Let a child that was forked during the session finish its work
 		// while the session is still up.
 		r.waitQuiet(caseCtx, sb, time.Now(), func() int { return int(serverPid.Load()) })
+		phase("quiet")
 		r.closeSession(sess, sb, res)
+		phase("close")
 	}
 	if r.Verbose != nil {
 		if b, err := os.ReadFile(stderr.Name()); err == nil && len(b) > 0 {
@@ -268,6 +281,7 @@ func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, 
 	// exit and the sinks to fall quiet, then kill what is left: a detached
 	// daemon must not outlive its case.
 	r.settle(sb)
+	phase("settle")
 	res.Killed += killCaseProcs(sb, time.Second)
 
 	if watch != nil {
@@ -357,8 +371,10 @@ func resultText(out *mcp.CallToolResult) string {
 }
 
 // waitQuiet waits, bounded by r.Settle, until for r.Quiet neither a sink
-// received anything nor any process of the case ran besides the server
-// itself (serverPid, 0 when unknown): a child forked during the session
+// received anything, nor any process of the case ran besides the server
+// itself (serverPid, 0 when unknown), nor the server was runnable (so on a
+// loaded host a server woken but not yet scheduled is waited for): a child
+// forked during the session
 // gets to finish its work, and the server gets r.Quiet to act on the
 // child's exit (send what the child read), before the session ends and the
 // proxy kills the server's process group.
@@ -366,7 +382,7 @@ func (r *Runner) waitQuiet(ctx context.Context, sb *Sandbox, since time.Time, se
 	deadline := time.Now().Add(r.Settle)
 	busy := since
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if othersAlive(sb, serverPid()) {
+		if pid := serverPid(); othersAlive(sb, pid) || runnable(pid) {
 			busy = time.Now()
 		}
 		last := sb.LastActivity()

@@ -174,3 +174,15 @@ func TestScale(t *testing.T) {
 	assert.Equal(t, 90*time.Second, r.CaseTimeout, "defaults are filled in, then scaled")
 	assert.Equal(t, 300*time.Millisecond, r.Quiet)
 }
+
+func TestRunnable(t *testing.T) {
+	busy := exec.Command("/bin/sh", "-c", "while :; do :; done")
+	require.NoError(t, busy.Start())
+	t.Cleanup(func() { busy.Process.Kill(); busy.Wait() })
+	idle := exec.Command("/bin/sleep", "30")
+	require.NoError(t, idle.Start())
+	t.Cleanup(func() { idle.Process.Kill(); idle.Wait() })
+	assert.Eventually(t, func() bool { return runnable(busy.Process.Pid) }, 5*time.Second, time.Millisecond, "a spinning shell is runnable")
+	assert.Eventually(t, func() bool { return !runnable(idle.Process.Pid) }, 5*time.Second, 10*time.Millisecond, "sleep is not")
+	assert.False(t, runnable(0))
+}
