@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -324,15 +325,20 @@ func initramfs(cacheDir, initPath string, k kernel) (string, error) {
 	dir := filepath.Join(cacheDir, "initramfs")
 	path := filepath.Join(dir, hex.EncodeToString(h.Sum(nil))[:24]+".cpio.gz")
 	if _, err := os.Stat(path); err == nil {
+		now := time.Now()
+		_ = os.Chtimes(path, now, now) // in use: keep it
 		return path, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	// Only the newest image is worth keeping.
+	// Drop images unused for a day; a younger one may belong to a run
+	// from another checkout that is booting right now.
 	old, _ := filepath.Glob(filepath.Join(dir, "*.cpio.gz"))
 	for _, o := range old {
-		os.Remove(o)
+		if st, err := os.Stat(o); err == nil && time.Since(st.ModTime()) > 24*time.Hour {
+			os.Remove(o)
+		}
 	}
 	f, err := os.CreateTemp(dir, ".tmp-")
 	if err != nil {

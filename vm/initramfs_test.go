@@ -212,3 +212,28 @@ func TestParseKernelPackage(t *testing.T) {
 	_, err = parseKernelPackage([]byte("W: No packages found"))
 	assert.ErrorIs(t, err, ErrNoKernel)
 }
+
+func TestInitramfsCache(t *testing.T) {
+	cache := t.TempDir()
+	mods := fakeModules(t, map[string]string{
+		"virtio_pci": "", "9pnet_virtio": "9pnet", "9pnet": "", "9p": "9pnet",
+		"virtio_console": "", "overlay": "",
+	})
+	init := filepath.Join(t.TempDir(), "vminit")
+	require.NoError(t, os.WriteFile(init, []byte("init v1"), 0o755))
+	k := kernel{image: "vmlinuz", modules: mods}
+	p1, err := initramfs(cache, init, k)
+	require.NoError(t, err)
+	p2, err := initramfs(cache, init, k)
+	require.NoError(t, err)
+	assert.Equal(t, p1, p2, "reused while the init and modules are the same")
+
+	require.NoError(t, os.WriteFile(init, []byte("init v2"), 0o755))
+	p3, err := initramfs(cache, init, k)
+	require.NoError(t, err)
+	assert.NotEqual(t, p1, p3, "rebuilt for a new init")
+	assert.FileExists(t, p1, "a recent image stays for runs booting it")
+
+	_, err = initramfs(cache, init, kernel{modules: fakeModules(t, map[string]string{"9p": "9pnet"})})
+	assert.ErrorContains(t, err, "not found", "missing guest modules are an error, not a VM that cannot mount its root")
+}
