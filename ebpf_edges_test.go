@@ -126,6 +126,13 @@ func edgeStep(s []string) error {
 		// Run a step and keep its result in a file (for a daemon, whose
 		// output goes nowhere).
 		return os.WriteFile(arg(1), []byte(edgeResult(edgeStep(s[2:]))), 0o644)
+	case "waitfile":
+		for {
+			if _, err := os.Stat(arg(1)); err == nil {
+				return nil
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	case "pidfile":
 		return os.WriteFile(arg(1), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	}
@@ -260,6 +267,16 @@ func edgeSession(t *testing.T, p *policy.Policy) (*sandbox.Session, *strings.Bui
 // step's result by op (later duplicates get a #n suffix).
 func edgeRun(t *testing.T, s *sandbox.Session, steps ...[]string) map[string]string {
 	t.Helper()
+	wait := edgeStart(t, s, steps...)
+	res, err := wait()
+	require.NoError(t, err, "guarded helper: %v", res)
+	return res
+}
+
+// edgeStart starts the guarded child; wait collects its results (and may
+// run on another goroutine).
+func edgeStart(t *testing.T, s *sandbox.Session, steps ...[]string) (wait func() (map[string]string, error)) {
+	t.Helper()
 	self, err := os.Executable()
 	require.NoError(t, err)
 	raw, _ := json.Marshal(steps)
@@ -270,21 +287,22 @@ func edgeRun(t *testing.T, s *sandbox.Session, steps ...[]string) map[string]str
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	require.NoError(t, s.Started(cmd.Process.Pid))
-	res := map[string]string{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		op, r, _ := strings.Cut(sc.Text(), " ")
-		key := op
-		for n := 2; ; n++ {
-			if _, dup := res[key]; !dup {
-				break
+	return func() (map[string]string, error) {
+		res := map[string]string{}
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			op, r, _ := strings.Cut(sc.Text(), " ")
+			key := op
+			for n := 2; ; n++ {
+				if _, dup := res[key]; !dup {
+					break
+				}
+				key = op + "#" + strconv.Itoa(n)
 			}
-			key = op + "#" + strconv.Itoa(n)
+			res[key] = r
 		}
-		res[key] = r
+		return res, cmd.Wait()
 	}
-	require.NoError(t, cmd.Wait(), "guarded helper: %v", res)
-	return res
 }
 
 // edgeDirs makes ws (the policy's write root), a secret outside it, and a
@@ -382,6 +400,34 @@ func TestEdgesWorkspaceAndPrefix(t *testing.T) {
 	assert.Contains(t, log.String(), `"rule":"file.open_denied"`)
 	assert.Contains(t, log.String(), d.secret)
 	assert.Contains(t, log.String(), `"rule":"file.proc_denied"`)
+}
+
+// Persistence files stay read-only inside a write root.
+func TestEdgesProtectedNames(t *testing.T) {
+	d := newEdgeDirs(t)
+	hooks := filepath.Join(d.ws, ".git", "hooks")
+	require.NoError(t, os.MkdirAll(hooks, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(d.ws, ".bashrc"), []byte("# user's\n"), 0o644))
+	s, log := edgeSession(t, d.policy())
+	res := edgeRun(t, s,
+		[]string{"write", filepath.Join(d.ws, ".envrc")},
+		[]string{"write", filepath.Join(d.ws, ".bashrc")},
+		[]string{"write", filepath.Join(hooks, "pre-push")},
+		[]string{"write", filepath.Join(hooks, "pre-push.sample")},
+		[]string{"write", filepath.Join(d.ws, ".git", "HEAD")},
+		[]string{"read", filepath.Join(d.ws, ".bashrc")},
+	)
+	assert.Equal(t, map[string]string{
+		"write": "EPERM", "write#2": "EPERM", "write#3": "EPERM", // created, overwritten, hook
+		"write#4": "ok", "write#5": "ok", "read": "ok", // sample hooks, the rest of .git, reading
+	}, res)
+	assert.NoFileExists(t, filepath.Join(d.ws, ".envrc"))
+	assert.NoFileExists(t, filepath.Join(hooks, "pre-push"))
+	b, err := os.ReadFile(filepath.Join(d.ws, ".bashrc"))
+	require.NoError(t, err)
+	assert.Equal(t, "# user's\n", string(b))
+	s.Close()
+	assert.Contains(t, log.String(), `"rule":"file.protected_denied"`)
 }
 
 func TestEdgesTmpStaging(t *testing.T) {
@@ -531,6 +577,51 @@ func TestEdgesDaemonOutlivesServer(t *testing.T) {
 		require.GreaterOrEqual(t, len(fields), 3)
 		assert.Equal(t, "Z", fields[2], "the daemon was killed at Close")
 	}
+}
+
+// A guarded process moved out of the session cgroup (here by root, from
+// outside) stays guarded: it is tracked by tgid since it was forked.
+func TestEdgesLeavesCgroup(t *testing.T) {
+	d := newEdgeDirs(t)
+	s, _ := edgeSession(t, d.policy())
+	pidfile, gofile, result := filepath.Join(d.ws, "pid"), filepath.Join(d.ws, "go"), filepath.Join(d.ws, "result")
+	child, _ := json.Marshal([][]string{{"pidfile", pidfile}, {"waitfile", gofile}, {"record", result, "read", d.secret}})
+	wait := edgeStart(t, s, []string{"spawn", string(child)})
+	type outcome struct {
+		res map[string]string
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := wait()
+		done <- outcome{res, err}
+	}()
+	var pid string
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(pidfile)
+		pid = string(b)
+		return err == nil && pid != ""
+	}, 20*time.Second, 10*time.Millisecond)
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	var cg2 string
+	for _, line := range strings.Split(string(mi), "\n") {
+		if pre, post, ok := strings.Cut(line, " - "); ok && strings.HasPrefix(post, "cgroup2 ") {
+			cg2 = strings.Fields(pre)[4]
+		}
+	}
+	require.NotEmpty(t, cg2)
+	require.NoError(t, os.WriteFile(filepath.Join(cg2, "cgroup.procs"), []byte(pid), 0))
+	own, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	require.NoError(t, err)
+	require.Contains(t, string(own), "0::/\n", "moved to the root cgroup")
+	require.NoError(t, os.WriteFile(gofile, nil, 0o644))
+	r := <-done
+	require.NoError(t, r.err)
+	assert.Equal(t, map[string]string{"child.pidfile": "ok", "child.waitfile": "ok", "child.record": "ok", "spawn": "ok"}, r.res)
+	b, err := os.ReadFile(result)
+	require.NoError(t, err)
+	assert.Equal(t, "EPERM", string(b), "still guarded outside the cgroup")
 }
 
 func TestEdgesFilelessExec(t *testing.T) {

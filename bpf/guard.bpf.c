@@ -53,6 +53,7 @@ enum event_kind {
 	EV_NET_SEND = 6,
 	EV_EXEC = 7,
 	EV_FILE_PROC = 8,
+	EV_FILE_PROTECTED = 9,
 };
 
 #define MAX_DEPTH 64 // dentry levels walked (deeper paths are denied)
@@ -135,6 +136,27 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } net_rules SEC(".maps");
 
+// Names no guarded process may write or create, even inside its write
+// roots, because other programs run what they contain (persistence):
+// {name, ""} protects a file name anywhere, {dir, parent} (value
+// PROT_CHILDREN) protects what is inside dir when dir's parent is named
+// parent (.git/hooks). Shared by all sessions, written by the controller.
+#define PROT_NAME 1
+#define PROT_CHILDREN 2
+
+struct name_key {
+	char name[32];
+	char dir[32];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, struct name_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} protected SEC(".maps");
+
 // Each session has its own ring buffer, so concurrent sessions (in one
 // process or several) never read each other's denials.
 struct session_events {
@@ -154,6 +176,7 @@ struct {
 const struct event *unused_event __attribute__((unused));
 const struct inode_key *unused_inode_key __attribute__((unused));
 const struct net_key *unused_net_key __attribute__((unused));
+const struct name_key *unused_name_key __attribute__((unused));
 
 // guarded returns the current task's policy id, 0 when it is in no session.
 static __always_inline __u64 guarded(void)
@@ -195,6 +218,8 @@ struct walk_ctx {
 	__u64 policy;
 	struct dentry *d;
 	struct mount *mnt;
+	struct dentry *mroot; // mnt's root dentry
+	__u32 dev;            // mnt's superblock dev: the dev of every inode below it
 	__u32 need;
 	int verdict;
 };
@@ -203,11 +228,12 @@ struct walk_ctx {
 // checks it once instead of once per level.
 static long walk_step(__u64 idx, struct walk_ctx *c)
 {
-	struct inode_key k = {};
 	struct dentry *d = c->d;
 	struct mount *mnt = c->mnt;
+	struct inode *ino = BPF_CORE_READ(d, d_inode);
 
-	if (inode_key_of(c->policy, d, &k) == 0) {
+	if (ino) {
+		struct inode_key k = {.policy = c->policy, .ino = BPF_CORE_READ(ino, i_ino), .dev = c->dev};
 		__u32 *acc = bpf_map_lookup_elem(&fs_rules, &k);
 		if (acc && (*acc & c->need) == c->need) {
 			// idx, not a counter in c: the 6.1 verifier checks the
@@ -220,8 +246,7 @@ static long walk_step(__u64 idx, struct walk_ctx *c)
 			return 1;
 		}
 	}
-	struct dentry *root = BPF_CORE_READ(mnt, mnt.mnt_root);
-	if (d == root) {
+	if (d == c->mroot) {
 		struct mount *parent = BPF_CORE_READ(mnt, mnt_parent);
 		if (parent == mnt) {
 			// Top of a mount tree: the namespace root, or a
@@ -233,6 +258,8 @@ static long walk_step(__u64 idx, struct walk_ctx *c)
 		}
 		c->d = BPF_CORE_READ(mnt, mnt_mountpoint);
 		c->mnt = parent;
+		c->mroot = BPF_CORE_READ(parent, mnt.mnt_root);
+		c->dev = BPF_CORE_READ(parent, mnt.mnt_sb, s_dev);
 		return 0;
 	}
 	struct dentry *up = BPF_CORE_READ(d, d_parent);
@@ -246,7 +273,15 @@ static long walk_step(__u64 idx, struct walk_ctx *c)
 // mount points up to the root of the mount tree.
 static __always_inline int walk(__u64 policy, struct dentry *d, struct vfsmount *vm, __u32 need)
 {
-	struct walk_ctx c = {.policy = policy, .d = d, .mnt = real_mount(vm), .need = need, .verdict = W_DENY};
+	struct walk_ctx c = {
+		.policy = policy,
+		.d = d,
+		.mnt = real_mount(vm),
+		.mroot = BPF_CORE_READ(vm, mnt_root),
+		.dev = BPF_CORE_READ(vm, mnt_sb, s_dev),
+		.need = need,
+		.verdict = W_DENY,
+	};
 	bpf_loop(MAX_DEPTH, walk_step, &c, 0);
 	return c.verdict;
 }
@@ -353,6 +388,33 @@ static __always_inline void report_path(__u64 policy, __u32 kind, __u32 need, st
 	send_event(e);
 }
 
+// is_protected says whether writing (or creating) the name d is refused by
+// the protected map. Sample hooks (*.sample, which git never runs) stay
+// writable so that git init works.
+static __noinline int is_protected(struct dentry *d)
+{
+	struct name_key k = {};
+	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+	long n = bpf_probe_read_kernel_str(k.name, sizeof(k.name), name);
+	__u32 *v = bpf_map_lookup_elem(&protected, &k);
+	if (v && *v == PROT_NAME)
+		return 1;
+	// ".sample" suffix: n counts the NUL.
+	if (n >= 8 && n <= 32) {
+		long i = (n - 8) & 31;
+		if (i <= 24 && k.name[i] == '.' && k.name[i + 1] == 's' && k.name[i + 2] == 'a' &&
+		    k.name[i + 3] == 'm' && k.name[i + 4] == 'p' && k.name[i + 5] == 'l' && k.name[i + 6] == 'e')
+			return 0;
+	}
+	struct dentry *dir = BPF_CORE_READ(d, d_parent);
+	struct dentry *up = BPF_CORE_READ(dir, d_parent);
+	struct name_key pk = {};
+	bpf_probe_read_kernel_str(pk.name, sizeof(pk.name), BPF_CORE_READ(dir, d_name.name));
+	bpf_probe_read_kernel_str(pk.dir, sizeof(pk.dir), BPF_CORE_READ(up, d_name.name));
+	v = bpf_map_lookup_elem(&protected, &pk);
+	return v && *v == PROT_CHILDREN;
+}
+
 SEC("lsm/file_open")
 int BPF_PROG(file_guard, struct file *file)
 {
@@ -373,8 +435,8 @@ int BPF_PROG(file_guard, struct file *file)
 	// /proc/<pid>/... of another process (its environ, cmdline, fds, mem)
 	// is denied even though /proc is readable: the proxy's environment
 	// holds what the server's was stripped of.
-	struct inode *fi = BPF_CORE_READ(file, f_inode);
-	if (BPF_CORE_READ(fi, i_sb, s_magic) == PROC_SUPER_MAGIC) {
+	if (file->f_inode->i_sb->s_magic == PROC_SUPER_MAGIC) {
+		struct inode *fi = BPF_CORE_READ(file, f_inode);
 		struct proc_inode *pi = (struct proc_inode *)((void *)fi -
 			bpf_core_field_offset(struct proc_inode, vfs_inode));
 		struct pid *p = BPF_CORE_READ(pi, pid);
@@ -392,14 +454,17 @@ int BPF_PROG(file_guard, struct file *file)
 		report_path(policy, EV_FILE_OPEN, need, d, vm);
 		return -EPERM;
 	}
+	if ((need & ACC_WRITE) && v != W_SELF && is_protected(d)) {
+		report_path(policy, EV_FILE_PROTECTED, need, d, vm);
+		return -EPERM;
+	}
 	if (v == W_ANCESTOR) {
 		// A regular file with several names, reached through an allowed
 		// directory: another of its names may be in a denied area (a hard
 		// link planted in the workspace pointing at a secret). Allowed only
 		// when the file itself or a links-ok root admits it.
-		struct inode *ino = BPF_CORE_READ(file, f_inode);
-		__u16 imode = BPF_CORE_READ(ino, i_mode);
-		__u32 nlink = BPF_CORE_READ(ino, __i_nlink);
+		__u16 imode = file->f_inode->i_mode;
+		__u32 nlink = file->f_inode->__i_nlink;
 		if ((imode & S_IFMT) == S_IFREG && nlink > 1) {
 			report_path(policy, EV_FILE_HARDLINK, need, d, vm);
 			return -EPERM;
@@ -418,9 +483,13 @@ static __always_inline int dir_write(const struct path *dir, struct dentry *chil
 		return 0;
 	struct dentry *d = BPF_CORE_READ(dir, dentry);
 	struct vfsmount *vm = BPF_CORE_READ(dir, mnt);
-	if (walk(policy, d, vm, ACC_WRITE) != W_DENY)
-		return 0;
-	struct event *e = new_event(policy, EV_FILE_CREATE);
+	__u32 kind = EV_FILE_CREATE;
+	if (walk(policy, d, vm, ACC_WRITE) != W_DENY) {
+		if (!is_protected(child))
+			return 0;
+		kind = EV_FILE_PROTECTED;
+	}
+	struct event *e = new_event(policy, kind);
 	if (e) {
 		e->access = ACC_WRITE;
 		name_path(d, vm);

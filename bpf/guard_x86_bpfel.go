@@ -39,6 +39,12 @@ type guardInodeKey struct {
 	Pad    uint32
 }
 
+type guardNameKey struct {
+	_    structs.HostLayout
+	Name [32]int8
+	Dir  [32]int8
+}
+
 type guardNetKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -57,6 +63,7 @@ const (
 	guardMapExecRules      = "exec_rules"
 	guardMapFsRules        = "fs_rules"
 	guardMapNetRules       = "net_rules"
+	guardMapProtected      = "protected"
 	guardMapScratch        = "scratch"
 	guardMapTasks          = "tasks"
 	guardProgCreateGuard   = "create_guard"
@@ -73,6 +80,7 @@ const (
 	guardProgUnlinkGuard   = "unlink_guard"
 	guardVarUnusedEvent    = "unused_event"
 	guardVarUnusedInodeKey = "unused_inode_key"
+	guardVarUnusedNameKey  = "unused_name_key"
 	guardVarUnusedNetKey   = "unused_net_key"
 )
 
@@ -141,6 +149,7 @@ type guardMapSpecs struct {
 	ExecRules *ebpf.MapSpec `ebpf:"exec_rules"`
 	FsRules   *ebpf.MapSpec `ebpf:"fs_rules"`
 	NetRules  *ebpf.MapSpec `ebpf:"net_rules"`
+	Protected *ebpf.MapSpec `ebpf:"protected"`
 	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
 	Tasks     *ebpf.MapSpec `ebpf:"tasks"`
 }
@@ -151,6 +160,7 @@ type guardMapSpecs struct {
 type guardVariableSpecs struct {
 	UnusedEvent    *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedInodeKey *ebpf.VariableSpec `ebpf:"unused_inode_key"`
+	UnusedNameKey  *ebpf.VariableSpec `ebpf:"unused_name_key"`
 	UnusedNetKey   *ebpf.VariableSpec `ebpf:"unused_net_key"`
 }
 
@@ -179,6 +189,7 @@ type guardMaps struct {
 	ExecRules *ebpf.Map `ebpf:"exec_rules"`
 	FsRules   *ebpf.Map `ebpf:"fs_rules"`
 	NetRules  *ebpf.Map `ebpf:"net_rules"`
+	Protected *ebpf.Map `ebpf:"protected"`
 	Scratch   *ebpf.Map `ebpf:"scratch"`
 	Tasks     *ebpf.Map `ebpf:"tasks"`
 }
@@ -190,6 +201,7 @@ func (m *guardMaps) Close() error {
 		m.ExecRules,
 		m.FsRules,
 		m.NetRules,
+		m.Protected,
 		m.Scratch,
 		m.Tasks,
 	)
@@ -201,6 +213,7 @@ func (m *guardMaps) Close() error {
 type guardVariables struct {
 	UnusedEvent    *ebpf.Variable `ebpf:"unused_event"`
 	UnusedInodeKey *ebpf.Variable `ebpf:"unused_inode_key"`
+	UnusedNameKey  *ebpf.Variable `ebpf:"unused_name_key"`
 	UnusedNetKey   *ebpf.Variable `ebpf:"unused_net_key"`
 }
 

@@ -42,7 +42,30 @@ const (
 	EvNetSend      uint32 = 6
 	EvExec         uint32 = 7
 	EvFileProc     uint32 = 8
+	EvFileProtect  uint32 = 9
 )
+
+// Values of the protected map, as in guard.bpf.c.
+const (
+	ProtName     uint32 = 1 // the name itself, in any directory
+	ProtChildren uint32 = 2 // what is inside the directory
+)
+
+// NameKey is a protected map key.
+type NameKey = guardNameKey
+
+// MakeNameKey builds a protected map key (names longer than 31 bytes
+// cannot be protected).
+func MakeNameKey(name, dir string) NameKey {
+	var k NameKey
+	for i := 0; i < len(name) && i < len(k.Name)-1; i++ {
+		k.Name[i] = int8(name[i])
+	}
+	for i := 0; i < len(dir) && i < len(k.Dir)-1; i++ {
+		k.Dir[i] = int8(dir[i])
+	}
+	return k
+}
 
 // Geometry of Event.Path, as in guard.bpf.c: NameComps slots of NameLen
 // bytes, leaf first. EvFileCreate events with access bit NewNameFlag carry
@@ -80,6 +103,7 @@ type Objects struct {
 	ExecRules *ebpf.Map // InodeKey -> 1
 	NetRules  *ebpf.Map // NetKey -> 1 (LPM trie)
 	Events    *ebpf.Map // policy id -> that session's ring buffer
+	Protected *ebpf.Map // NameKey -> ProtName | ProtChildren (all sessions)
 
 	// Loaded is true when this call loaded and attached the programs
 	// (false when it found them already pinned).
@@ -89,7 +113,7 @@ type Objects struct {
 	eventsSpec *ebpf.MapSpec
 }
 
-var mapNames = []string{"cgroups", "tasks", "fs_rules", "exec_rules", "net_rules", "events"}
+var mapNames = []string{"cgroups", "tasks", "fs_rules", "exec_rules", "net_rules", "events", "protected"}
 
 func programNames(spec *ebpf.CollectionSpec) []string {
 	var names []string
@@ -154,7 +178,7 @@ func Attach(root string) (*Objects, error) {
 		}
 		o.Loaded = true
 	}
-	ptrs := []**ebpf.Map{&o.Cgroups, &o.Tasks, &o.FSRules, &o.ExecRules, &o.NetRules, &o.Events}
+	ptrs := []**ebpf.Map{&o.Cgroups, &o.Tasks, &o.FSRules, &o.ExecRules, &o.NetRules, &o.Events, &o.Protected}
 	for i, name := range mapNames {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
 		if err != nil {
@@ -224,7 +248,7 @@ func (o *Objects) NewSessionEvents() (*ebpf.Map, error) {
 // Close closes the map handles; the programs stay attached.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, m := range []*ebpf.Map{o.Cgroups, o.Tasks, o.FSRules, o.ExecRules, o.NetRules, o.Events} {
+	for _, m := range []*ebpf.Map{o.Cgroups, o.Tasks, o.FSRules, o.ExecRules, o.NetRules, o.Events, o.Protected} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}

@@ -56,7 +56,7 @@ func Baseline() []FileRule {
 		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
 		"/etc/hosts", "/etc/host.conf", "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/gai.conf",
 		"/etc/ssl", "/etc/ca-certificates", "/etc/mime.types", "/etc/os-release",
-		"/etc/python3", "/etc/python3.11", "/etc/alternatives",
+		"/etc/python3", "/etc/python3.11", "/etc/alternatives", "/etc/locale.alias",
 		"/proc", "/sys", "/dev/urandom", "/dev/random", "/dev/zero"} {
 		r = append(r, FileRule{Path: p, Access: ro})
 	}
@@ -64,6 +64,22 @@ func Baseline() []FileRule {
 		r = append(r, FileRule{Path: p, Access: rw})
 	}
 	return r
+}
+
+// Protected are names no guarded process may write or create even inside
+// its write roots, because the user's tools run what they contain: shell
+// start-up files, direnv's .envrc, SSH's authorized_keys, git's config for
+// the user, and the hooks of a git repository (.git/hooks/<hook>; the inert
+// *.sample files git init writes stay allowed). Each is {name, ""} for a
+// file name anywhere or {dir, parent} for what is inside dir.
+func Protected() map[bpf.NameKey]uint32 {
+	m := map[bpf.NameKey]uint32{}
+	for _, n := range []string{".envrc", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout",
+		".profile", ".zshrc", ".zprofile", ".zshenv", ".zlogin", "authorized_keys", ".gitconfig"} {
+		m[bpf.MakeNameKey(n, "")] = bpf.ProtName
+	}
+	m[bpf.MakeNameKey("hooks", ".git")] = bpf.ProtChildren
+	return m
 }
 
 // Resolver looks up host names in network rules.
@@ -208,9 +224,10 @@ func InodeKeyOf(policyID uint64, path string) (bpf.InodeKey, error) {
 }
 
 // ServerFiles returns the rules a server's own command needs: its
-// executable (and a script's interpreter) may run, and the directories of
-// the executable and of the file arguments (server.py, server.js, ...) are
-// readable, so the interpreter can load the server's code and modules.
+// executable (and a script's interpreter) may run, and the directory of the
+// executable and, when the first argument is a script (server.py,
+// server.js), the script's directory and the one above it (shared modules)
+// are readable, so the interpreter can load the server's code.
 func ServerFiles(path string, args []string) (files []FileRule, exec []string) {
 	add := func(p string) {
 		if !slices.Contains(exec, p) {
@@ -234,12 +251,15 @@ func ServerFiles(path string, args []string) (files []FileRule, exec []string) {
 	if interp := shebang(path); interp != "" {
 		add(interp)
 	}
-	for _, a := range args {
-		if !filepath.IsAbs(a) {
-			continue
-		}
-		if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() {
-			addDir(filepath.Dir(a))
+	// The script an interpreter runs comes first (python3 server.py ...);
+	// later arguments are data (a workspace, a database), whose
+	// directories must stay under the policy.
+	if len(args) > 0 && filepath.IsAbs(args[0]) {
+		if st, err := os.Stat(args[0]); err == nil && st.Mode().IsRegular() {
+			dir := filepath.Dir(args[0])
+			addDir(dir)
+			// Servers share code one level up (py/lib, js/lib).
+			addDir(filepath.Dir(dir))
 		}
 	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].Path < files[j].Path })

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -168,9 +169,16 @@ func TestServerFiles(t *testing.T) {
 	assert.Equal(t, []string{script, "/usr/bin/python3"}, execs)
 	assert.Contains(t, files, FileRule{Path: filepath.Dir(script), Access: bpf.AccRead})
 
-	files, execs = ServerFiles("/usr/bin/env", []string{script, "relative.js"})
+	data := filepath.Join(dir, "data", "x.db")
+	require.NoError(t, os.MkdirAll(filepath.Dir(data), 0o755))
+	require.NoError(t, os.WriteFile(data, nil, 0o644))
+	files, execs = ServerFiles("/usr/bin/env", []string{script, data, "relative.js"})
 	assert.Equal(t, []string{"/usr/bin/env"}, execs)
-	assert.Contains(t, files, FileRule{Path: filepath.Dir(script), Access: bpf.AccRead}, "a script argument's directory is readable")
+	assert.Contains(t, files, FileRule{Path: filepath.Dir(script), Access: bpf.AccRead}, "the script's directory is readable")
+	assert.Contains(t, files, FileRule{Path: dir, Access: bpf.AccRead}, "and the one above it")
+	for _, f := range files {
+		assert.NotEqual(t, filepath.Dir(data), f.Path, "a later file argument is data, not code")
+	}
 }
 
 func TestParseCgroup2Mount(t *testing.T) {
@@ -187,4 +195,15 @@ func TestParseCgroup2Mount(t *testing.T) {
 func TestHasLSM(t *testing.T) {
 	assert.True(t, hasLSM("lockdown,capability,landlock,yama,bpf\n", "bpf"))
 	assert.False(t, hasLSM("lockdown,capability,bpffoo", "bpf"))
+}
+
+func TestProtected(t *testing.T) {
+	p := Protected()
+	assert.Equal(t, bpf.ProtName, p[bpf.MakeNameKey(".envrc", "")])
+	assert.Equal(t, bpf.ProtChildren, p[bpf.MakeNameKey("hooks", ".git")])
+	k := bpf.MakeNameKey(".bashrc", "")
+	assert.Equal(t, int8('.'), k.Name[0])
+	assert.Equal(t, int8(0), k.Name[7], "zero padded, as the kernel's bpf_probe_read_kernel_str leaves it")
+	long := bpf.MakeNameKey(strings.Repeat("x", 40), "")
+	assert.Equal(t, int8(0), long.Name[31], "always NUL terminated")
 }

@@ -19,6 +19,7 @@ const (
 	RuleFileCreate   = "file.write_denied"
 	RuleFileLink     = "file.link_denied"
 	RuleFileProc     = "file.proc_denied"
+	RuleFileProtect  = "file.protected_denied"
 	RuleNetConnect   = "net.connect_denied"
 	RuleNetSend      = "net.sendto_denied"
 	RuleExec         = "exec.denied"
@@ -48,7 +49,7 @@ func cstr(b []int8) string {
 func eventPath(ev bpf.Event) string {
 	n := int(ev.Ncomp)
 	newName := ""
-	if ev.Kind == bpf.EvFileCreate && ev.Access&bpf.NewNameFlag != 0 {
+	if (ev.Kind == bpf.EvFileCreate || ev.Kind == bpf.EvFileProtect) && ev.Access&bpf.NewNameFlag != 0 {
 		newName = cstr(ev.Path[(bpf.NameComps-1)*bpf.NameLen : bpf.NameComps*bpf.NameLen])
 		n = min(n, bpf.NameComps-1)
 	}
@@ -86,6 +87,9 @@ func auditEvent(ev bpf.Event) audit.Event {
 	case bpf.EvFileProc:
 		e.Rule, e.Target = RuleFileProc, eventPath(ev)
 		e.Reason = fmt.Sprintf("%s opened another process's %s", comm, e.Target)
+	case bpf.EvFileProtect:
+		e.Rule, e.Target = RuleFileProtect, eventPath(ev)
+		e.Reason = fmt.Sprintf("%s wrote %s, a file other programs run (persistence), even inside a write root", comm, e.Target)
 	case bpf.EvFileHardlink:
 		e.Rule, e.Target = RuleFileHardlink, eventPath(ev)
 		e.Reason = fmt.Sprintf("%s opened %s, a file with several hard links, through an allowed directory", comm, e.Target)

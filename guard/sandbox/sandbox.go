@@ -186,6 +186,11 @@ func (s *Session) load(cmd *exec.Cmd) error {
 		}
 		s.nets = append(s.nets, k)
 	}
+	for k, v := range Protected() {
+		if err := s.objs.Protected.Put(k, v); err != nil {
+			return fmt.Errorf("write protected name: %w", err)
+		}
+	}
 	rb, err := s.objs.NewSessionEvents()
 	if err != nil {
 		return err
