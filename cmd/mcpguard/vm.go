@@ -24,7 +24,7 @@ func cmdVM(ctx context.Context, s stdio, args []string) error {
 		"Runs CMD as root inside a qemu VM (TCG) whose kernel enforces BPF LSM, with the host's\n"+
 			"root shared read-only, the current directory and environment kept, and CMD's stdout and\n"+
 			"stderr streamed back. Exits with CMD's status. Downloads Debian's kernel into the cache\n"+
-			"and installs qemu with apt-get when missing. Example: mcpguard vm -- go test -bpf ./...")
+			"and installs qemu with apt-get when missing. Example: mcpguard vm -- go test ./... -bpf")
 	var (
 		cfg      vm.Config
 		writable stringList
