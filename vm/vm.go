@@ -53,7 +53,7 @@ type Config struct {
 	// kernel without one must have 9p, virtio-pci and virtio-console
 	// built in.
 	Kernel, Modules string
-	// Memory in MiB (default 2048) and CPUs (default: the host's).
+	// Memory in MiB (default 2048) and CPUs (default: the host's, at most 8).
 	Memory, CPUs int
 	// CacheDir holds kernels, the init and initramfs images (default
 	// DefaultCacheDir()).
@@ -278,7 +278,8 @@ func qemuArgs(cfg *Config, b bootFiles, sock func(id string) string) []string {
 		mem = 2048
 	}
 	if cpus <= 0 {
-		cpus = runtime.NumCPU()
+		// Each vCPU costs boot time under TCG; past a few they rarely pay.
+		cpus = min(runtime.NumCPU(), 8)
 	}
 	args := []string{
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",

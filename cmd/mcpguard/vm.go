@@ -36,7 +36,7 @@ func cmdVM(ctx context.Context, s stdio, args []string) error {
 	fs.StringVar(&cfg.Modules, "modules", "", "lib/modules/<release> `dir` for --kernel")
 	fs.StringVar(&cfg.Append, "append", "", "extra kernel command line `args`")
 	fs.IntVar(&cfg.Memory, "mem", 2048, "guest memory in `MiB`")
-	fs.IntVar(&cfg.CPUs, "cpus", 0, "guest CPUs (default: the host's)")
+	fs.IntVar(&cfg.CPUs, "cpus", 0, "guest CPUs (default: the host's, at most 8)")
 	fs.DurationVar(&cfg.Timeout, "timeout", time.Hour, "give up after this long, boot included (0: never)")
 	fs.StringVar(&cfg.CacheDir, "cache", "", "cache `dir` for the kernel, init and initramfs (default $XDG_CACHE_HOME/mcpguard/vm)")
 	fs.StringVar(&cfg.Init, "init", "", "use this prebuilt static vm/vminit `binary` instead of building it")
