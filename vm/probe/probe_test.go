@@ -7,12 +7,15 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/mcpguard/mcpguard/guard"
-	_ "github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/internal/testenv"
 )
 
 // TestVMProbe passes where the kernel enforces BPF LSM (mcpguard vm) and
 // skips with the kernel's reason elsewhere. See Check.
-func TestVMProbe(t *testing.T) { Check(t) }
+func TestVMProbe(t *testing.T) {
+	testenv.RequireBPF(t) // Check does too; this marks the package for scripts/vmtest
+	Check(t)
+}
 
 func TestRefusedWrapsKernelErrors(t *testing.T) {
 	for _, e := range []error{syscall.EPERM, syscall.EOPNOTSUPP, syscall.Errno(524)} {
