@@ -254,9 +254,14 @@ func ServerFiles(path string, args []string) (files []FileRule, exec []string) {
 	// The script an interpreter runs comes first (python3 server.py ...);
 	// later arguments are data (a workspace, a database), whose
 	// directories must stay under the policy.
-	if len(args) > 0 && filepath.IsAbs(args[0]) {
-		if st, err := os.Stat(args[0]); err == nil && st.Mode().IsRegular() {
-			dir := filepath.Dir(args[0])
+	// (python3 -B -u server.py: interpreter flags come before it).
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		i++
+	}
+	if i < len(args) && filepath.IsAbs(args[i]) {
+		if st, err := os.Stat(args[i]); err == nil && st.Mode().IsRegular() {
+			dir := filepath.Dir(args[i])
 			addDir(dir)
 			// Servers share code one level up (py/lib, js/lib).
 			addDir(filepath.Dir(dir))

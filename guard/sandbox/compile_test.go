@@ -172,7 +172,7 @@ func TestServerFiles(t *testing.T) {
 	data := filepath.Join(dir, "data", "x.db")
 	require.NoError(t, os.MkdirAll(filepath.Dir(data), 0o755))
 	require.NoError(t, os.WriteFile(data, nil, 0o644))
-	files, execs = ServerFiles("/usr/bin/env", []string{script, data, "relative.js"})
+	files, execs = ServerFiles("/usr/bin/env", []string{"-B", "-u", script, data, "relative.js"})
 	assert.Equal(t, []string{"/usr/bin/env"}, execs)
 	assert.Contains(t, files, FileRule{Path: filepath.Dir(script), Access: bpf.AccRead}, "the script's directory is readable")
 	assert.Contains(t, files, FileRule{Path: dir, Access: bpf.AccRead}, "and the one above it")
