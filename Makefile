@@ -33,7 +33,7 @@ generate:
 
 # Figures and tables from the sample inputs committed in testdata/report.
 report: build
-	bin/mcpguard report --std testdata/report/agent-host.txt --cvm testdata/report/agent-vm.txt \
+	bin/mcpguard report --std testdata/report/agent-2cpu.txt --cvm testdata/report/agent-1cpu.txt \
 		--firewall testdata/report/firewall.txt --guard testdata/report/guard.txt \
 		--eval testdata/report/eval.json --out results/report
 
