@@ -24,6 +24,10 @@ var ErrServerExited = errors.New("server exited")
 // and again after SIGTERM, before the next, harsher step.
 const DefaultGrace = 2 * time.Second
 
+// drainTime is how long the proxy keeps reading the server's stdout after
+// the server exited, when something else still holds the pipe open.
+const drainTime = 250 * time.Millisecond
+
 // DefaultMaxMessage is the default limit on one message, in bytes. It
 // bounds memory, not protocol: 100 MB messages pass.
 const DefaultMaxMessage = 256 << 20
@@ -72,7 +76,11 @@ type session struct {
 	dead    bool                 // server gone: new requests are answered at once
 	exitErr error
 
-	wg sync.WaitGroup // chain goroutines
+	wg         sync.WaitGroup // requests waiting for the server after their reader moved on
+	clientDone chan struct{}  // closed when the client's stream ends
+	// ctx is Serve's context: each read loop runs under it, never under a
+	// request's context (which would chain one more context per hand-off).
+	ctx context.Context
 }
 
 // waiter is one request in flight. ch is nil for a request forwarded raw,
@@ -125,11 +133,25 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("server stdin: %w", err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	// Our own pipe rather than StdoutPipe: Wait must not depend on stdout
+	// closing, or a daemon that inherited it would keep the session alive
+	// after the server itself exited.
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("server stdout: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
+	defer stdout.Close()
+	cmd.Stdout = stdoutW
+	grace := p.Grace
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	// Bounds Wait's copying of stderr when Stderr is not a file, for the
+	// same reason.
+	cmd.WaitDelay = grace
+	err = cmd.Start()
+	stdoutW.Close()
+	if err != nil {
 		return fmt.Errorf("start server: %w", err)
 	}
 	pid := cmd.Process.Pid
@@ -151,16 +173,11 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		close(serverDone)
 	}()
 	waitDone := make(chan error, 1)
-	go func() {
-		<-serverDone // stdout is drained before Wait closes it
-		waitDone <- cmd.Wait()
-	}()
+	go func() { waitDone <- cmd.Wait() }()
 
 	clientDone := make(chan struct{})
-	go func() {
-		s.readClient(ctx, in)
-		close(clientDone)
-	}()
+	s.clientDone, s.ctx = clientDone, ctx
+	go s.readClient(ctx, in)
 
 	var (
 		waitErr     error
@@ -176,10 +193,6 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		// The client is gone (or we were told to stop): EOF, then SIGTERM,
 		// then SIGKILL, each after the grace period.
 		stdin.Close()
-		grace := p.Grace
-		if grace <= 0 {
-			grace = DefaultGrace
-		}
 		select {
 		case waitErr = <-waitDone:
 		case <-time.After(grace):
@@ -195,6 +208,15 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	// Whatever the server left in its group goes with it: no orphans.
 	killGroup(pid, syscall.SIGKILL)
 	stdin.Close()
+	// Relay what the server wrote before it exited; a process outside the
+	// group that still holds its stdout gets a short while, then the pipe
+	// is closed under it.
+	select {
+	case <-serverDone:
+	case <-time.After(drainTime):
+		stdout.Close()
+		<-serverDone
+	}
 
 	reason := "server exited"
 	if waitErr != nil {
@@ -227,6 +249,16 @@ func (s *session) logf(format string, args ...any) {
 func (s *session) readClient(ctx context.Context, in io.Reader) {
 	r := jsonrpc.NewReader(in)
 	r.Max = s.maxMessage()
+	s.clientLoop(ctx, r)
+}
+
+// clientLoop reads and relays client messages. Exactly one goroutine runs
+// it at a time: a request that goes through the layers is handled on the
+// reading goroutine itself, which hands the loop to a new goroutine once
+// the request is on its way to the server (see forward), and then waits
+// for the response. So a layered request costs one goroutine hand-off on
+// its critical path, the wake-up by its response, and a denial none.
+func (s *session) clientLoop(ctx context.Context, r *jsonrpc.Reader) {
 	for {
 		line, err := r.Next()
 		if err != nil {
@@ -239,6 +271,7 @@ func (s *session) readClient(ctx context.Context, in io.Reader) {
 			if !errors.Is(err, io.EOF) {
 				s.logf("read client: %v", err)
 			}
+			close(s.clientDone)
 			return
 		}
 		h, err := jsonrpc.Peek(line)
@@ -251,7 +284,9 @@ func (s *session) readClient(ctx context.Context, in io.Reader) {
 		}
 		switch h.Kind {
 		case jsonrpc.KindRequest:
-			s.clientRequest(ctx, h, line)
+			if s.clientRequest(ctx, r, h, line) {
+				return // another goroutine reads the client now
+			}
 		case jsonrpc.KindNotification:
 			if h.Method == "notifications/cancelled" {
 				s.cancelled(line)
@@ -274,19 +309,19 @@ func (s *session) maxMessage() int {
 	return s.p.MaxMessage
 }
 
-// clientRequest forwards a request raw, or runs it through the layers.
-func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, line []byte) {
+// clientRequest forwards a request raw, or runs it through the layers. It
+// reports whether the read loop was handed to another goroutine.
+func (s *session) clientRequest(ctx context.Context, r *jsonrpc.Reader, h jsonrpc.Header, line []byte) bool {
 	if s.handler == nil {
-		if !s.addPending(h.ID, &waiter{}) {
-			return
+		if s.addPending(h.ID, &waiter{}) {
+			s.sendServer(line)
 		}
-		s.sendServer(line)
-		return
+		return false
 	}
 	msg, err := jsonrpc.Parse(line)
 	if err != nil { // Peek accepted it, so this is unexpected
 		s.replyError(h.ID, jsonrpc.ErrorCode(err), "mcpguard: invalid message: "+err.Error())
-		return
+		return false
 	}
 	req := &Request{Method: msg.Method, ID: msg.ID, Params: msg.Params, Server: s.p.Server, Config: s.p.Config}
 	if msg.Method == "tools/call" {
@@ -296,36 +331,27 @@ func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, line []by
 		}
 		if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
 			s.replyError(msg.ID, jsonrpc.CodeInvalidParams, "mcpguard: tools/call needs params.name")
-			return
+			return false
 		}
 		req.Tool, req.Arguments = p.Name, p.Arguments
 	}
-	orig := &original{
-		line:   append([]byte(nil), line...), // line is only valid until the next read
-		tool:   req.Tool,
-		params: req.Params,
-		args:   req.Arguments,
-
-		dispatched: make(chan struct{}),
-	}
-	s.wg.Add(1)
-	go func() {
+	// line stays valid until the reader reads again, which happens only
+	// after forward has sent it and handed the reader on.
+	orig := &original{line: line, tool: req.Tool, params: req.Params, args: req.Arguments, reader: r}
+	resp := s.run(context.WithValue(ctx, originalKey{}, orig), req)
+	if orig.handedOff {
 		defer s.wg.Done()
-		defer orig.done()
-		resp := s.run(context.WithValue(ctx, originalKey{}, orig), req)
-		if resp == nil { // cancelled by the client: it expects no answer
-			return
-		}
+	}
+	if resp != nil { // nil: cancelled by the client, which expects no answer
 		out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
 		if out.Result == nil && out.Error == nil {
 			out.Result = json.RawMessage("{}")
 		}
-		orig.done() // before the answer, so a layer's denial keeps order too
 		if err := s.toClient.WriteMessage(&out); err != nil {
 			s.logf("write client: %v", err)
 		}
-	}()
-	<-orig.dispatched
+	}
+	return orig.handedOff
 }
 
 // run calls the chain; a layer that panics fails its request, not the proxy.
@@ -359,8 +385,12 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 		return nil // already answered with an error
 	}
 	s.sendServer(line)
-	if o != nil {
-		o.done()
+	if o != nil && !o.handedOff {
+		// The request is on its way: let a new goroutine read on while
+		// this one waits for the response.
+		o.handedOff = true
+		s.wg.Add(1)
+		go s.clientLoop(s.ctx, o.reader)
 	}
 	select {
 	case resp := <-w.ch:
@@ -378,13 +408,10 @@ type original struct {
 	line         []byte
 	tool         string
 	params, args json.RawMessage
-	// dispatched is closed once the request went to the server or was
-	// answered by a layer, so that readClient keeps the client's order.
-	dispatched chan struct{}
-	once       sync.Once
+	// reader is the client's stream, handed to a new goroutine by forward.
+	reader    *jsonrpc.Reader
+	handedOff bool
 }
-
-func (o *original) done() { o.once.Do(func() { close(o.dispatched) }) }
 
 type originalKey struct{}
 

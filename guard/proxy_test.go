@@ -240,6 +240,28 @@ func TestServerCrashAnswersPending(t *testing.T) {
 	}
 }
 
+// A daemon that keeps the server's stdout open must not keep the session
+// alive after the server exited.
+func TestServerExitWithDaemonHoldingStdout(t *testing.T) {
+	c := startRaw(t, "echo")
+	start := time.Now()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"daemon-then-exit"}`)
+	m := c.recv()
+	assert.Equal(t, float64(jsonrpc.CodeServerExited), m["error"].(map[string]any)["code"])
+	select {
+	case err := <-c.served:
+		require.ErrorIs(t, err, guard.ErrServerExited)
+		c.served <- err
+	case <-time.After(15 * time.Second):
+		t.Fatal("Serve waited for the daemon holding the server's stdout")
+	}
+	assert.Less(t, time.Since(start), 10*time.Second)
+	var pid int
+	if _, err := fmt.Sscanf(c.stderr.String()[strings.Index(c.stderr.String(), "daemon pid"):], "daemon pid %d", &pid); err == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
 func TestHugeMessage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 200 MB; skipped in -short")
@@ -281,11 +303,13 @@ func TestTooLargeMessageRejected(t *testing.T) {
 func TestStubbornServerIsKilled(t *testing.T) {
 	argv, env := serverCmd(t, "stubborn")
 	var pid int
-	p := &guard.Proxy{Command: argv, Env: env, Grace: 100 * time.Millisecond, OnStart: func(p int) { pid = p }}
+	stderr := &syncBuffer{}
+	p := &guard.Proxy{Command: argv, Env: env, Grace: 100 * time.Millisecond, Stderr: stderr, OnStart: func(p int) { pid = p }}
 	cr, cw := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- p.Serve(context.Background(), cr, io.Discard) }()
-	time.Sleep(200 * time.Millisecond)
+	// Only once it ignores SIGTERM is the server stubborn.
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "ready") }, 20*time.Second, 10*time.Millisecond)
 	start := time.Now()
 	cw.Close()
 	select {

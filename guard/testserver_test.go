@@ -161,6 +161,15 @@ func rawServer(mode string) int {
 		switch {
 		case m.Method == "boom":
 			os.Exit(7)
+		case m.Method == "daemon-then-exit":
+			// A daemon in its own session inherits stdout and outlives us.
+			d := exec.Command("sleep", "30")
+			d.Stdout, d.Stderr = os.Stdout, os.Stderr
+			d.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if d.Start() == nil {
+				fmt.Fprintf(os.Stderr, "daemon pid %d\n", d.Process.Pid)
+			}
+			os.Exit(6)
 		case mode == "badserver":
 			out.WriteString("this is not json\n")
 			out.Write([]byte("{\"jsonrpc\":\"2.0\",\"id\":" + string(m.ID) + ",\"result\":\"\xff\xfe\"}\n"))
