@@ -36,6 +36,12 @@ type Request struct {
 type Response struct {
 	Result json.RawMessage
 	Error  *jsonrpc.Error
+
+	// The server's own message and what it said, so that an answer no
+	// layer changed is relayed byte for byte.
+	raw        []byte
+	origResult json.RawMessage
+	origError  *jsonrpc.Error
 }
 
 // Handler answers one request. The core's own handler forwards the request

@@ -274,7 +274,17 @@ func (s *session) clientLoop(ctx context.Context, r *jsonrpc.Reader) {
 			close(s.clientDone)
 			return
 		}
-		h, err := jsonrpc.Peek(line)
+		var (
+			h   jsonrpc.Header
+			msg *jsonrpc.Message
+		)
+		if s.handler == nil {
+			h, err = jsonrpc.Peek(line)
+		} else {
+			// The layers need the whole request: decode it once.
+			msg, err = jsonrpc.Parse(line)
+			h = headerOf(msg, err)
+		}
 		if err != nil {
 			s.logf("client message: %v", err)
 			if h.Kind != jsonrpc.KindNotification {
@@ -284,7 +294,7 @@ func (s *session) clientLoop(ctx context.Context, r *jsonrpc.Reader) {
 		}
 		switch h.Kind {
 		case jsonrpc.KindRequest:
-			if s.clientRequest(ctx, r, h, line) {
+			if s.clientRequest(ctx, r, h, msg, line) {
 				return // another goroutine reads the client now
 			}
 		case jsonrpc.KindNotification:
@@ -311,16 +321,11 @@ func (s *session) maxMessage() int {
 
 // clientRequest forwards a request raw, or runs it through the layers. It
 // reports whether the read loop was handed to another goroutine.
-func (s *session) clientRequest(ctx context.Context, r *jsonrpc.Reader, h jsonrpc.Header, line []byte) bool {
+func (s *session) clientRequest(ctx context.Context, r *jsonrpc.Reader, h jsonrpc.Header, msg *jsonrpc.Message, line []byte) bool {
 	if s.handler == nil {
 		if s.addPending(h.ID, &waiter{}) {
 			s.sendServer(line)
 		}
-		return false
-	}
-	msg, err := jsonrpc.Parse(line)
-	if err != nil { // Peek accepted it, so this is unexpected
-		s.replyError(h.ID, jsonrpc.ErrorCode(err), "mcpguard: invalid message: "+err.Error())
 		return false
 	}
 	req := &Request{Method: msg.Method, ID: msg.ID, Params: msg.Params, Server: s.p.Server, Config: s.p.Config}
@@ -342,7 +347,12 @@ func (s *session) clientRequest(ctx context.Context, r *jsonrpc.Reader, h jsonrp
 	if orig.handedOff {
 		defer s.wg.Done()
 	}
-	if resp != nil { // nil: cancelled by the client, which expects no answer
+	switch {
+	case resp == nil: // cancelled by the client, which expects no answer
+	case resp.raw != nil && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult):
+		// No layer changed the server's answer: relay its own bytes.
+		s.sendClient(resp.raw)
+	default:
 		out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
 		if out.Result == nil && out.Error == nil {
 			out.Result = json.RawMessage("{}")
@@ -589,7 +599,23 @@ func (s *session) serverResponse(h jsonrpc.Header, line []byte) {
 		w.ch <- &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpguard: server sent an invalid response: " + err.Error()}}
 		return
 	}
-	w.ch <- &Response{Result: msg.Result, Error: msg.Error}
+	w.ch <- &Response{Result: msg.Result, Error: msg.Error,
+		raw: append([]byte(nil), line...), origResult: msg.Result, origError: msg.Error}
+}
+
+// headerOf derives what Peek would have returned from Parse's results.
+func headerOf(m *jsonrpc.Message, err error) jsonrpc.Header {
+	if m == nil {
+		return jsonrpc.Header{}
+	}
+	h := jsonrpc.Header{ID: m.ID, Method: m.Method}
+	if errors.Is(err, jsonrpc.ErrBadID) {
+		h.ID = nil
+	}
+	if err == nil {
+		h.Kind = m.Kind()
+	}
+	return h
 }
 
 func (s *session) failPending(id json.RawMessage, code int, msg string) {

@@ -128,7 +128,13 @@ func TestRawForwardKeepsIDsAndBytes(t *testing.T) {
 }
 
 func TestMalformedClientMessages(t *testing.T) {
-	c := startRaw(t, "echo")
+	t.Run("raw", func(t *testing.T) { testMalformed(t, startRaw(t, "echo")) })
+	t.Run("layered", func(t *testing.T) {
+		testMalformed(t, startRaw(t, "echo", func(next guard.Handler) guard.Handler { return next }))
+	})
+}
+
+func testMalformed(t *testing.T, c *rawConn) {
 	cases := []struct {
 		line string
 		code float64

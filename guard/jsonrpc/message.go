@@ -103,9 +103,6 @@ var (
 // Parse decodes and checks one framed message. The returned error wraps one
 // of the sentinels above, or a *json.SyntaxError for malformed JSON.
 func Parse(line []byte) (*Message, error) {
-	if !utf8.Valid(line) {
-		return nil, ErrInvalidUTF8
-	}
 	b := bytes.TrimSpace(line)
 	if len(b) == 0 || b[0] != '{' {
 		if len(b) > 0 && !json.Valid(b) {
@@ -116,6 +113,12 @@ func Parse(line []byte) (*Message, error) {
 	var m Message
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("parse: %w", err)
+	}
+	// After decoding, so the error can still go to the message's id:
+	// encoding/json replaces bad bytes with U+FFFD, a change a transparent
+	// proxy must refuse rather than make.
+	if !utf8.Valid(b) {
+		return &m, ErrInvalidUTF8
 	}
 	if m.JSONRPC != Version {
 		return &m, ErrBadVersion
