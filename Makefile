@@ -23,8 +23,8 @@ bench:
 	bash scripts/bench.sh
 
 # Only the kernel-enforcement tests, in a VM whose kernel enforces BPF LSM.
-vmtest: build
-	bin/mcpguard vm -- go test -count=1 -bpf ./...
+vmtest:
+	sh scripts/vmtest -- -test.run 'TestVMProbe|TestEdges|TestAttach|TestLayout|TestLSM' -test.v
 
 # Rebuild the BPF objects (bpf2go) with Debian's clang.
 generate:

@@ -31,6 +31,5 @@ if [ "${SKIP_VM:-0}" = 1 ]; then
 	step "SKIP_VM=1: kernel-enforcement tests not run"
 	exit 0
 fi
-step "kernel-enforcement tests in the VM (mcpguard vm)"
-go build -o bin/mcpguard ./cmd/mcpguard
-bin/mcpguard vm --timeout 20m -- go test -count=1 -bpf ./...
+step "kernel-enforcement tests in the VM (scripts/vmtest: host-built test binaries, one boot)"
+sh scripts/vmtest -- -test.run 'TestVMProbe|TestEdges|TestAttach|TestLayout|TestLSM'
