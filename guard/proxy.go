@@ -76,11 +76,8 @@ type session struct {
 	dead    bool                 // server gone: new requests are answered at once
 	exitErr error
 
-	wg         sync.WaitGroup // requests waiting for the server after their reader moved on
+	wg         sync.WaitGroup // goroutines of layered requests
 	clientDone chan struct{}  // closed when the client's stream ends
-	// ctx is Serve's context: each read loop runs under it, never under a
-	// request's context (which would chain one more context per hand-off).
-	ctx context.Context
 }
 
 // waiter is one request in flight. ch is nil for a request forwarded raw,
@@ -176,7 +173,7 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	go func() { waitDone <- cmd.Wait() }()
 
 	clientDone := make(chan struct{})
-	s.clientDone, s.ctx = clientDone, ctx
+	s.clientDone = clientDone
 	go s.readClient(ctx, in)
 
 	var (
@@ -252,12 +249,7 @@ func (s *session) readClient(ctx context.Context, in io.Reader) {
 	s.clientLoop(ctx, r)
 }
 
-// clientLoop reads and relays client messages. Exactly one goroutine runs
-// it at a time: a request that goes through the layers is handled on the
-// reading goroutine itself, which hands the loop to a new goroutine once
-// the request is on its way to the server (see forward), and then waits
-// for the response. So a layered request costs one goroutine hand-off on
-// its critical path, the wake-up by its response, and a denial none.
+// clientLoop reads and relays client messages until the client's stream ends.
 func (s *session) clientLoop(ctx context.Context, r *jsonrpc.Reader) {
 	for {
 		line, err := r.Next()
@@ -294,9 +286,7 @@ func (s *session) clientLoop(ctx context.Context, r *jsonrpc.Reader) {
 		}
 		switch h.Kind {
 		case jsonrpc.KindRequest:
-			if s.clientRequest(ctx, r, h, msg, line) {
-				return // another goroutine reads the client now
-			}
+			s.clientRequest(ctx, h, msg, line)
 		case jsonrpc.KindNotification:
 			if h.Method == "notifications/cancelled" {
 				s.cancelled(line)
@@ -319,14 +309,14 @@ func (s *session) maxMessage() int {
 	return s.p.MaxMessage
 }
 
-// clientRequest forwards a request raw, or runs it through the layers. It
-// reports whether the read loop was handed to another goroutine.
-func (s *session) clientRequest(ctx context.Context, r *jsonrpc.Reader, h jsonrpc.Header, msg *jsonrpc.Message, line []byte) bool {
+// clientRequest forwards a request raw, or runs it through the layers on a
+// goroutine of its own, which waits for the server's answer.
+func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, msg *jsonrpc.Message, line []byte) {
 	if s.handler == nil {
 		if s.addPending(h.ID, &waiter{}) {
 			s.sendServer(line)
 		}
-		return false
+		return
 	}
 	req := &Request{Method: msg.Method, ID: msg.ID, Params: msg.Params, Server: s.p.Server, Config: s.p.Config}
 	if msg.Method == "tools/call" {
@@ -336,32 +326,41 @@ func (s *session) clientRequest(ctx context.Context, r *jsonrpc.Reader, h jsonrp
 		}
 		if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
 			s.replyError(msg.ID, jsonrpc.CodeInvalidParams, "mcpguard: tools/call needs params.name")
-			return false
+			return
 		}
 		req.Tool, req.Arguments = p.Name, p.Arguments
 	}
-	// line stays valid until the reader reads again, which happens only
-	// after forward has sent it and handed the reader on.
-	orig := &original{line: line, tool: req.Tool, params: req.Params, args: req.Arguments, reader: r}
-	resp := s.run(context.WithValue(ctx, originalKey{}, orig), req)
-	if orig.handedOff {
+	orig := &original{
+		line:       append([]byte(nil), line...), // line is only valid until the next read
+		tool:       req.Tool,
+		params:     req.Params,
+		args:       req.Arguments,
+		dispatched: make(chan struct{}),
+	}
+	s.wg.Add(1)
+	go func() {
 		defer s.wg.Done()
-	}
-	switch {
-	case resp == nil: // cancelled by the client, which expects no answer
-	case resp.raw != nil && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult):
-		// No layer changed the server's answer: relay its own bytes.
-		s.sendClient(resp.raw)
-	default:
-		out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
-		if out.Result == nil && out.Error == nil {
-			out.Result = json.RawMessage("{}")
+		defer orig.done()
+		resp := s.run(context.WithValue(ctx, originalKey{}, orig), req)
+		orig.done() // before the answer, so a layer's denial keeps order too
+		switch {
+		case resp == nil: // cancelled by the client, which expects no answer
+		case resp.raw != nil && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult):
+			// No layer changed the server's answer: relay its own bytes.
+			s.sendClient(resp.raw)
+		default:
+			out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
+			if out.Result == nil && out.Error == nil {
+				out.Result = json.RawMessage("{}")
+			}
+			if err := s.toClient.WriteMessage(&out); err != nil {
+				s.logf("write client: %v", err)
+			}
 		}
-		if err := s.toClient.WriteMessage(&out); err != nil {
-			s.logf("write client: %v", err)
-		}
-	}
-	return orig.handedOff
+	}()
+	// Read on only once the request is with the server (or answered by a
+	// layer), so that the client's order is kept.
+	<-orig.dispatched
 }
 
 // run calls the chain; a layer that panics fails its request, not the proxy.
@@ -395,12 +394,8 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 		return nil // already answered with an error
 	}
 	s.sendServer(line)
-	if o != nil && !o.handedOff {
-		// The request is on its way: let a new goroutine read on while
-		// this one waits for the response.
-		o.handedOff = true
-		s.wg.Add(1)
-		go s.clientLoop(s.ctx, o.reader)
+	if o != nil {
+		o.done()
 	}
 	select {
 	case resp := <-w.ch:
@@ -418,10 +413,13 @@ type original struct {
 	line         []byte
 	tool         string
 	params, args json.RawMessage
-	// reader is the client's stream, handed to a new goroutine by forward.
-	reader    *jsonrpc.Reader
-	handedOff bool
+	// dispatched is closed once the request went to the server or was
+	// answered by a layer, so that the read loop keeps the client's order.
+	dispatched chan struct{}
+	once       sync.Once
 }
+
+func (o *original) done() { o.once.Do(func() { close(o.dispatched) }) }
 
 type originalKey struct{}
 
