@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -87,7 +88,7 @@ func ci(s Summary) string {
 		return "±∞"
 	}
 	d := max(s.Hi-s.Center, s.Center-s.Lo)
-	return fmt.Sprintf("±%.0f%%", 100*d/s.Center)
+	return fmt.Sprintf("±%.0f%%", 100*d/math.Abs(s.Center))
 }
 
 // Markdown writes the summary tables for whatever the inputs hold.
