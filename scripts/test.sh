@@ -33,3 +33,9 @@ if [ "${SKIP_VM:-0}" = 1 ]; then
 fi
 step "kernel-enforcement tests in the VM (scripts/vmtest: host-built test binaries, one boot)"
 sh scripts/vmtest -- -test.run 'TestVMProbe|TestEdges|TestAttach|TestLayout|TestLSM'
+
+# A second boot: -test.run's per-level patterns cannot select these configs
+# and the edge tests' subtests in one expression. Time bounds x4 for TCG.
+step "corpus eval of C-ebpf, C-full and C-AB+ebpf in the VM, against their golden verdicts"
+MCPGUARD_EVAL_TIMEOUT_SCALE=${MCPGUARD_EVAL_TIMEOUT_SCALE:-4} \
+	sh scripts/vmtest . -- -test.run 'TestEvalCases/(C-ebpf|C-full|C-AB\+ebpf)$'
