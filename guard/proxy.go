@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,7 +77,7 @@ type session struct {
 	dead    bool                 // server gone: new requests are answered at once
 	exitErr error
 
-	wg         sync.WaitGroup // goroutines of layered requests
+	wg         sync.WaitGroup // layered requests until answered
 	clientDone chan struct{}  // closed when the client's stream ends
 }
 
@@ -286,7 +287,9 @@ func (s *session) clientLoop(ctx context.Context, r *jsonrpc.Reader) {
 		}
 		switch h.Kind {
 		case jsonrpc.KindRequest:
-			s.clientRequest(ctx, h, msg, line)
+			if s.clientRequest(ctx, r, h, msg, line) {
+				return // another goroutine reads the client now
+			}
 		case jsonrpc.KindNotification:
 			if h.Method == "notifications/cancelled" {
 				s.cancelled(line)
@@ -309,14 +312,18 @@ func (s *session) maxMessage() int {
 	return s.p.MaxMessage
 }
 
-// clientRequest forwards a request raw, or runs it through the layers on a
-// goroutine of its own, which waits for the server's answer.
-func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, msg *jsonrpc.Message, line []byte) {
+// clientRequest forwards a request raw, or runs it through the layers. The
+// chain runs on the read loop's own goroutine, so no hand-off sits between
+// reading a request and sending it on; once the request is with the server,
+// forward hands the read loop to a new goroutine while this one waits for
+// the answer. It reports whether the read loop was handed on (the caller
+// then stops reading).
+func (s *session) clientRequest(ctx context.Context, r *jsonrpc.Reader, h jsonrpc.Header, msg *jsonrpc.Message, line []byte) bool {
 	if s.handler == nil {
 		if s.addPending(h.ID, &waiter{}) {
 			s.sendServer(line)
 		}
-		return
+		return false
 	}
 	req := &Request{Method: msg.Method, ID: msg.ID, Params: msg.Params, Server: s.p.Server, Config: s.p.Config}
 	if msg.Method == "tools/call" {
@@ -326,41 +333,53 @@ func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, msg *json
 		}
 		if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
 			s.replyError(msg.ID, jsonrpc.CodeInvalidParams, "mcpguard: tools/call needs params.name")
-			return
+			return false
 		}
 		req.Tool, req.Arguments = p.Name, p.Arguments
 	}
-	orig := &original{
-		line:       append([]byte(nil), line...), // line is only valid until the next read
-		tool:       req.Tool,
-		params:     req.Params,
-		args:       req.Arguments,
-		dispatched: make(chan struct{}),
+	// Counted under mu while the server is alive: serverGone sets dead
+	// under mu before Serve waits, so every Add comes before the Wait, and
+	// Serve returns only after this request is answered.
+	s.mu.Lock()
+	if s.dead {
+		reason := s.exitReason()
+		s.mu.Unlock()
+		s.replyError(msg.ID, jsonrpc.CodeServerExited, reason)
+		return false
 	}
 	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer orig.done()
-		resp := s.run(context.WithValue(ctx, originalKey{}, orig), req)
-		orig.done() // before the answer, so a layer's denial keeps order too
-		switch {
-		case resp == nil: // cancelled by the client, which expects no answer
-		case resp.raw != nil && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult):
-			// No layer changed the server's answer: relay its own bytes.
-			s.sendClient(resp.raw)
-		default:
-			out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
-			if out.Result == nil && out.Error == nil {
-				out.Result = json.RawMessage("{}")
-			}
-			if err := s.toClient.WriteMessage(&out); err != nil {
-				s.logf("write client: %v", err)
-			}
+	s.mu.Unlock()
+	defer s.wg.Done()
+	orig := &original{
+		// A copy: line is only valid until the next read, and a layer
+		// may call next again after the read loop has moved on.
+		line:   append([]byte(nil), line...),
+		tool:   req.Tool,
+		params: req.Params,
+		args:   req.Arguments,
+		reader: r,
+		ctx:    ctx,
+	}
+	resp := s.run(context.WithValue(ctx, originalKey{}, orig), req)
+	// A layer that answered without forwarding (or that called next on a
+	// goroutine of its own and returned first) leaves the read loop here:
+	// from now on forward must not hand it on.
+	handedOn := !orig.state.CompareAndSwap(readerHere, readerKept)
+	switch {
+	case resp == nil: // cancelled by the client, which expects no answer
+	case resp.raw != nil && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult):
+		// No layer changed the server's answer: relay its own bytes.
+		s.sendClient(resp.raw)
+	default:
+		out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
+		if out.Result == nil && out.Error == nil {
+			out.Result = json.RawMessage("{}")
 		}
-	}()
-	// Read on only once the request is with the server (or answered by a
-	// layer), so that the client's order is kept.
-	<-orig.dispatched
+		if err := s.toClient.WriteMessage(&out); err != nil {
+			s.logf("write client: %v", err)
+		}
+	}
+	return handedOn
 }
 
 // run calls the chain; a layer that panics fails its request, not the proxy.
@@ -395,7 +414,7 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 	}
 	s.sendServer(line)
 	if o != nil {
-		o.done()
+		s.handOn(o)
 	}
 	select {
 	case resp := <-w.ch:
@@ -408,18 +427,34 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 
 // original is the request as the client sent it, carried in the context
 // so that forward can relay the client's exact bytes when no layer changed
-// the request.
+// the request, and hand the read loop on once it has.
 type original struct {
 	line         []byte
 	tool         string
 	params, args json.RawMessage
-	// dispatched is closed once the request went to the server or was
-	// answered by a layer, so that the read loop keeps the client's order.
-	dispatched chan struct{}
-	once       sync.Once
+	reader       *jsonrpc.Reader
+	ctx          context.Context // the read loop's
+	state        atomic.Int32    // readerHere, readerHandedOn or readerKept
 }
 
-func (o *original) done() { o.once.Do(func() { close(o.dispatched) }) }
+// Who reads the client while a layered request is in the chain: the
+// goroutine running the chain until forward hands the loop on, or until
+// that goroutine finds the chain done and keeps it.
+const (
+	readerHere int32 = iota
+	readerHandedOn
+	readerKept
+)
+
+// handOn starts a new read loop once o's request is with the server, so
+// that the client's order is kept and the goroutine running the chain can
+// wait for the answer. It does nothing when the loop was handed on or kept
+// already.
+func (s *session) handOn(o *original) {
+	if o.state.CompareAndSwap(readerHere, readerHandedOn) {
+		go s.clientLoop(o.ctx, o.reader)
+	}
+}
 
 type originalKey struct{}
 
@@ -559,7 +594,18 @@ func (s *session) readServer(stdout io.Reader) {
 			}
 			return
 		}
-		h, err := jsonrpc.Peek(line)
+		var (
+			h   jsonrpc.Header
+			msg *jsonrpc.Message
+		)
+		if s.handler == nil {
+			h, err = jsonrpc.Peek(line)
+		} else {
+			// Layered requests wait for the whole response: decode it
+			// once here rather than peek and then decode.
+			msg, err = jsonrpc.Parse(line)
+			h = headerOf(msg, err)
+		}
 		if err != nil {
 			// Not forwarded: the client would fail on it. A response we can
 			// attribute still gets an answer, so the request is not lost.
@@ -572,7 +618,7 @@ func (s *session) readServer(stdout io.Reader) {
 		}
 		switch h.Kind {
 		case jsonrpc.KindResponse:
-			s.serverResponse(h, line)
+			s.serverResponse(h, msg, line)
 		default:
 			// Server-to-client requests and notifications pass unchanged.
 			s.sendClient(line)
@@ -580,7 +626,9 @@ func (s *session) readServer(stdout io.Reader) {
 	}
 }
 
-func (s *session) serverResponse(h jsonrpc.Header, line []byte) {
+// serverResponse hands a response to the request waiting for it; msg is the
+// decoded line when the session has layers, nil otherwise.
+func (s *session) serverResponse(h jsonrpc.Header, msg *jsonrpc.Message, line []byte) {
 	w, ok := s.takePending(h.ID)
 	if !ok {
 		// Late answer to a cancelled request, or an id never asked:
@@ -592,10 +640,12 @@ func (s *session) serverResponse(h jsonrpc.Header, line []byte) {
 		s.sendClient(line)
 		return
 	}
-	msg, err := jsonrpc.Parse(line)
-	if err != nil {
-		w.ch <- &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpguard: server sent an invalid response: " + err.Error()}}
-		return
+	if msg == nil {
+		var err error
+		if msg, err = jsonrpc.Parse(line); err != nil {
+			w.ch <- &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpguard: server sent an invalid response: " + err.Error()}}
+			return
+		}
 	}
 	w.ch <- &Response{Result: msg.Result, Error: msg.Error,
 		raw: append([]byte(nil), line...), origResult: msg.Result, origError: msg.Error}

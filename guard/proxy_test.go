@@ -246,6 +246,50 @@ func TestServerCrashAnswersPending(t *testing.T) {
 	}
 }
 
+// Requests that keep coming through a layer while the server dies: each
+// is answered at most once (a result, or the server's exit), Serve returns,
+// and the race detector sees the request count settle before Serve waits
+// on it.
+func TestServerCrashDuringLayeredFlood(t *testing.T) {
+	slow := func(next guard.Handler) guard.Handler {
+		return func(ctx context.Context, req *guard.Request) *guard.Response {
+			time.Sleep(time.Millisecond)
+			return next(ctx, req)
+		}
+	}
+	c := startRaw(t, "echo", slow)
+	go func() {
+		for i := range 200 {
+			method := "tools/call"
+			if i == 20 {
+				method = "boom"
+			}
+			if _, err := io.WriteString(c.in, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"name":"t","arguments":{}}}`+"\n", i, method)); err != nil {
+				return // the session is over
+			}
+		}
+	}()
+	seen := map[float64]int{}
+	exited := 0
+	for line := range c.lines {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(line, &m), "line %q", line)
+		id := m["id"].(float64)
+		seen[id]++
+		assert.Equal(t, 1, seen[id], "id %v answered twice", id)
+		if e, ok := m["error"].(map[string]any); ok {
+			assert.Equal(t, float64(jsonrpc.CodeServerExited), e["code"], "id %v: %v", id, e)
+			exited++
+		} else {
+			assert.Less(t, id, 20.0, "a result for a request after the crash")
+		}
+	}
+	assert.Positive(t, exited, "the crashing request is answered with the server's exit")
+	err := <-c.served
+	require.ErrorIs(t, err, guard.ErrServerExited)
+	c.served <- err // for Cleanup
+}
+
 // A daemon that keeps the server's stdout open must not keep the session
 // alive after the server exited.
 func TestServerExitWithDaemonHoldingStdout(t *testing.T) {
