@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -19,33 +20,50 @@ import (
 )
 
 // BenchmarkGuard is the latency table: one benign read_file of a small file
-// through the Go filesystem server, kept warm, called directly and through
-// every config that can run here. Each sub-benchmark reports the latency
-// distribution (p50-ns, p95-ns, p99-ns) and, measured in the same process,
-// what the config adds to the direct call's median (overhead-p50-ns). Configs
-// that cannot run here (L3 on a kernel that refuses BPF LSM) are skipped
-// with the reason.
+// through the Go filesystem server, kept warm, called through every config
+// that can run here. Each iteration of a sub-benchmark makes the same call
+// three ways, one after the other: directly to a server of its own, through
+// a C0 proxy, and through the config under test, so that machine drift and
+// background load fall on all three alike (paired measurement). A
+// sub-benchmark reports the config's latency distribution (p50-ns, p95-ns,
+// p99-ns), what it adds to the median of the direct call (overhead-p50-ns)
+// and of the C0 call (over-c0-p50-ns) measured in the same loop, and the
+// allocations of one call (allocs/call, B/call, client and proxy sides);
+// ns/op covers the three calls. Configs that cannot run here (L3
+// on a kernel that refuses BPF LSM) are skipped with the reason.
 func BenchmarkGuard(b *testing.B) {
 	fx := newFSFixture(b)
-	var direct float64
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	direct, err := client.NewStdioMCPClient(fx.argv[0], nil, fx.argv[1:]...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer direct.Close()
+	if _, err := direct.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ProtocolVersion: guard.ProtocolVersion,
+		ClientInfo:      mcp.Implementation{Name: "bench", Version: "1"},
+	}}); err != nil {
+		b.Fatal(err)
+	}
+	c0, err := guard.Open(ctx, &guard.Proxy{Command: fx.argv, Server: "filesystem", Config: configs.C0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c0.Close()
+
 	b.Run("direct", func(b *testing.B) {
-		c, err := client.NewStdioMCPClient(fx.argv[0], nil, fx.argv[1:]...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-			ProtocolVersion: guard.ProtocolVersion,
-			ClientInfo:      mcp.Implementation{Name: "bench", Version: "1"},
-		}}); err != nil {
-			b.Fatal(err)
-		}
-		direct = benchCalls(b, c, fx.req)[0]
+		lat := benchCalls(b, fx.req, direct)
+		reportLatency(b, lat[0])
 	})
 	for _, name := range configs.Names() {
 		b.Run(name, func(b *testing.B) {
+			if name == configs.C0 {
+				lat := benchCalls(b, fx.req, direct, c0.Client)
+				reportLatency(b, lat[1])
+				b.ReportMetric(median(lat[1])-median(lat[0]), "overhead-p50-ns")
+				return
+			}
 			setup, err := configs.Build(name, fx.options())
 			if errors.Is(err, configs.ErrUnavailable) {
 				b.Skipf("config %s cannot run here: %v", name, err)
@@ -53,8 +71,6 @@ func BenchmarkGuard(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
 			s, err := guard.Open(ctx, &guard.Proxy{
 				Command: fx.argv, Server: "filesystem", Config: name,
 				Layers: setup.Layers, Prepare: setup.Prepare, Sandbox: setup.Sandbox,
@@ -63,10 +79,10 @@ func BenchmarkGuard(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			p := benchCalls(b, s.Client, fx.req)
-			if direct > 0 {
-				b.ReportMetric(p[0]-direct, "overhead-p50-ns")
-			}
+			lat := benchCalls(b, fx.req, direct, c0.Client, s.Client)
+			reportLatency(b, lat[2])
+			b.ReportMetric(median(lat[2])-median(lat[0]), "overhead-p50-ns")
+			b.ReportMetric(median(lat[2])-median(lat[1]), "over-c0-p50-ns")
 		})
 	}
 }
@@ -109,11 +125,11 @@ func (fx *fsFixture) options() configs.Options {
 	}
 }
 
-// benchCalls times req through c in a b.Loop, after a warm-up, and reports
-// the p50, p95 and p99 latencies; it returns them in that order.
-func benchCalls(b *testing.B, c *client.Client, req mcp.CallToolRequest) []float64 {
+// benchCalls makes req through each client in turn, once per b.Loop
+// iteration, after a warm-up, and returns each client's latencies, sorted.
+func benchCalls(b *testing.B, req mcp.CallToolRequest, clients ...*client.Client) [][]float64 {
 	ctx := context.Background()
-	call := func() {
+	call := func(c *client.Client) {
 		res, err := c.CallTool(ctx, req)
 		if err != nil {
 			b.Fatal(err)
@@ -123,20 +139,44 @@ func benchCalls(b *testing.B, c *client.Client, req mcp.CallToolRequest) []float
 		}
 	}
 	for range 50 {
-		call()
+		for _, c := range clients {
+			call(c)
+		}
 	}
-	b.ReportAllocs()
-	lat := make([]time.Duration, 0, 1<<14)
+	lat := make([][]float64, len(clients))
 	for b.Loop() {
-		t0 := time.Now()
-		call()
-		lat = append(lat, time.Since(t0))
+		for i, c := range clients {
+			t0 := time.Now()
+			call(c)
+			lat[i] = append(lat[i], float64(time.Since(t0).Nanoseconds()))
+		}
 	}
-	slices.Sort(lat)
-	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) }
-	out := []float64{q(0.50), q(0.95), q(0.99)}
-	b.ReportMetric(out[0], "p50-ns")
-	b.ReportMetric(out[1], "p95-ns")
-	b.ReportMetric(out[2], "p99-ns")
-	return out
+	b.StopTimer()
+	for _, l := range lat {
+		slices.Sort(l)
+	}
+	// Allocations of one call through the last client (the config under
+	// test), client and proxy sides together: ns/op's allocs would mix
+	// the three clients.
+	last := clients[len(clients)-1]
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	const n = 200
+	for range n {
+		call(last)
+	}
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/n, "allocs/call")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/n, "B/call")
+	return lat
 }
+
+// reportLatency reports the p50, p95 and p99 of sorted latencies.
+func reportLatency(b *testing.B, lat []float64) {
+	q := func(p float64) float64 { return lat[int(p*float64(len(lat)-1))] }
+	b.ReportMetric(q(0.50), "p50-ns")
+	b.ReportMetric(q(0.95), "p95-ns")
+	b.ReportMetric(q(0.99), "p99-ns")
+}
+
+func median(sorted []float64) float64 { return sorted[(len(sorted)-1)/2] }

@@ -389,6 +389,8 @@ type LatencyRow struct {
 	P50, P95, P99     Summary
 	OverheadP50       Summary
 	HasOverhead       bool
+	OverC0P50         Summary
+	HasOverC0         bool
 	AllocsOp, BytesOp Summary
 }
 
@@ -417,9 +419,11 @@ func LatencyRows(b *Bench) []LatencyRow {
 			rows[i].P99 = s
 		case "overhead-p50-ns":
 			rows[i].OverheadP50, rows[i].HasOverhead = s, true
-		case "allocs/op":
+		case "over-c0-p50-ns":
+			rows[i].OverC0P50, rows[i].HasOverC0 = s, true
+		case "allocs/op", "allocs/call":
 			rows[i].AllocsOp = s
-		case "B/op":
+		case "B/op", "B/call":
 			rows[i].BytesOp = s
 		}
 	}

@@ -124,13 +124,16 @@ func Markdown(w io.Writer, in Inputs) error {
 	}
 	if in.Guard != nil {
 		b.WriteString("\n## Latency of a benign read_file (BenchmarkGuard)\n\n")
-		b.WriteString("| config | p50 µs | p95 µs | p99 µs | p50 over direct µs | allocs/op |\n|---|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| config | p50 µs | p95 µs | p99 µs | p50 over direct µs | p50 over C0 µs | allocs/call |\n|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range LatencyRows(in.Guard) {
-			over := "–"
+			over, overC0 := "–", "–"
 			if r.HasOverhead {
 				over = us(r.OverheadP50.Center) + " " + ci(r.OverheadP50)
 			}
-			fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %.0f |\n", r.Config, us(r.P50.Center), ci(r.P50), us(r.P95.Center), us(r.P99.Center), over, r.AllocsOp.Center)
+			if r.HasOverC0 {
+				overC0 = us(r.OverC0P50.Center) + " " + ci(r.OverC0P50)
+			}
+			fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %s | %.0f |\n", r.Config, us(r.P50.Center), ci(r.P50), us(r.P95.Center), us(r.P99.Center), over, overC0, r.AllocsOp.Center)
 		}
 	}
 	if in.Std != nil && in.CVM != nil {
