@@ -15,16 +15,6 @@ import (
 	"github.com/mcpguard/mcpguard/servers"
 )
 
-// disputed lists cases whose visible_in_arguments label this test does not
-// hold C-AB to, each with the reason. Keep it short and say why.
-var disputed = map[string]string{
-	// The same mechanism as FR-08 (labelled visible): the argument names a
-	// workspace file that is a symlink out of the workspace. A manifest
-	// check that resolves the named path (as AgentBound's mount-based
-	// confinement effectively does) sees it.
-	"XL-PY-03": "symlink named in the arguments, labelled hidden while FR-08 is labelled visible",
-}
-
 // TestAgentBoundConformance runs the whole corpus under C-AB through the
 // real proxy and servers, with the harness's oracles deciding each case,
 // and checks case by case that the AgentBound-style manifest behaves as
@@ -67,14 +57,11 @@ func TestAgentBoundConformance(t *testing.T) {
 				t.Fatalf("harness error: %s", res.Err)
 			}
 			denied := len(res.Denied) > 0
-			why, isDisputed := disputed[c.ID]
 			switch {
 			case !c.Attack():
 				if denied || res.Verdict != eval.Passed {
 					t.Errorf("benign case: verdict %s, denied calls %v (%v)", res.Verdict, res.Denied, res.CallErrors)
 				}
-			case isDisputed && !res.Visible: // once relabelled visible, it is checked like the rest
-				t.Logf("label disputed (%s): verdict %s, denied calls %v", why, res.Verdict, res.Denied)
 			case res.Visible:
 				visible++
 				if !denied || res.Verdict != eval.Blocked {
