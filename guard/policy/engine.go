@@ -234,6 +234,12 @@ func (e *Engine) Tools() []string {
 	return names
 }
 
+// Allows reports whether the policy lists the tool.
+func (e *Engine) Allows(toolName string) bool {
+	_, ok := e.tools[toolName]
+	return ok
+}
+
 // Waived reports whether rule is waived for toolName by the policy (or an
 // override).
 func (e *Engine) Waived(toolName, rule string) bool {

@@ -274,3 +274,37 @@ func TestEnvFilter(t *testing.T) {
 		assert.False(t, strings.HasPrefix(kv, "MCPGUARD_TEST_SECRET="))
 	}
 }
+
+func TestToolsListHidesToolsNotInThePolicy(t *testing.T) {
+	f := newFixture(t)
+	e := f.engine(t, testPolicy, true)
+	var buf bytes.Buffer
+	list := `{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"delete_everything","inputSchema":{"type":"object"}}],"nextCursor":"c2"}`
+	h := guard.Chain(func(context.Context, *guard.Request) *guard.Response {
+		return &guard.Response{Result: json.RawMessage(list)}
+	}, Middleware(e, LayerOptions{Server: "fs", Config: "C-app", Audit: audit.New(&buf)}))
+	r := h(context.Background(), &guard.Request{Method: "tools/list"})
+	require.Nil(t, r.Error)
+	var res struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+		NextCursor string `json:"nextCursor"`
+	}
+	require.NoError(t, json.Unmarshal(r.Result, &res))
+	require.Len(t, res.Tools, 1)
+	assert.Equal(t, "read_file", res.Tools[0].Name)
+	assert.Equal(t, "c2", res.NextCursor, "the rest of the result is kept")
+	var ev audit.Event
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &ev))
+	assert.Equal(t, audit.Rewrite, ev.Decision)
+	assert.Equal(t, RuleToolNotAllowed, ev.Rule)
+	assert.Equal(t, "delete_everything", ev.Target)
+
+	// A list with only allowed tools is passed on as it came.
+	only := `{"tools":[{"name":"read_file"}]}`
+	h = guard.Chain(func(context.Context, *guard.Request) *guard.Response {
+		return &guard.Response{Result: json.RawMessage(only)}
+	}, Middleware(e, LayerOptions{}))
+	assert.Equal(t, only, string(h(context.Background(), &guard.Request{Method: "tools/list"}).Result))
+}

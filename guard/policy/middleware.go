@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -22,6 +23,9 @@ type LayerOptions struct {
 func Middleware(e *Engine, o LayerOptions) guard.Middleware {
 	return func(next guard.Handler) guard.Handler {
 		return func(ctx context.Context, req *guard.Request) *guard.Response {
+			if req.Method == "tools/list" {
+				return hideTools(e, o, next(ctx, req))
+			}
 			if req.Method != "tools/call" {
 				return next(ctx, req)
 			}
@@ -37,6 +41,54 @@ func Middleware(e *Engine, o LayerOptions) guard.Middleware {
 			return guard.Deny(v.Layer, v.Rule, v.Reason)
 		}
 	}
+}
+
+// hideTools drops from a tools/list result the tools the policy does not
+// allow: the model is not offered a tool whose every call would be denied.
+// One rewrite event names what was hidden. A result it cannot read is
+// passed on unchanged (calls are still checked one by one).
+func hideTools(e *Engine, o LayerOptions, resp *guard.Response) *guard.Response {
+	if resp == nil || resp.Error != nil || len(resp.Result) == 0 {
+		return resp
+	}
+	var res map[string]json.RawMessage
+	if json.Unmarshal(resp.Result, &res) != nil {
+		return resp
+	}
+	var tools []json.RawMessage
+	if json.Unmarshal(res["tools"], &tools) != nil {
+		return resp
+	}
+	kept := tools[:0]
+	var hidden []string
+	for _, raw := range tools {
+		var t struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(raw, &t) == nil && !e.Allows(t.Name) {
+			hidden = append(hidden, t.Name)
+			continue
+		}
+		kept = append(kept, raw)
+	}
+	if len(hidden) == 0 {
+		return resp
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return resp
+	}
+	res["tools"] = b
+	out, err := json.Marshal(res)
+	if err != nil {
+		return resp
+	}
+	o.Audit.Log(audit.Event{
+		Server: o.Server, Config: o.Config, Layer: LayerL1, Rule: RuleToolNotAllowed,
+		Decision: audit.Rewrite, Target: strings.Join(hidden, ","),
+		Reason: "tools not in the policy were removed from tools/list",
+	})
+	return &guard.Response{Result: out}
 }
 
 // EnvFilter returns a Prepare hook that gives the server only the
