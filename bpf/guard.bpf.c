@@ -224,44 +224,50 @@ struct walk_ctx {
 	int verdict;
 };
 
-// walk_step is one level of walk(), run by bpf_loop so that the verifier
-// checks it once instead of once per level.
+// cross moves c from the root of its mount to the mount point in the parent
+// mount. It returns 1 at the top of a mount tree (the namespace root, or a
+// kernel-internal mount: mnt_ns == ERR_PTR(-EINVAL), verdict W_INTERNAL),
+// where the walk stops. struct mount is reached from a vfsmount by a
+// negative offset, which the verifier refuses for direct loads, so its
+// fields are probe-read; this runs once per mount crossed.
+static __always_inline long cross(struct walk_ctx *c)
+{
+	struct mount *mnt = c->mnt;
+	struct mount *parent = BPF_CORE_READ(mnt, mnt_parent);
+	if (parent == mnt) {
+		void *ns = BPF_CORE_READ(mnt, mnt_ns);
+		if ((long)ns == -22)
+			c->verdict = W_INTERNAL;
+		return 1;
+	}
+	c->d = BPF_CORE_READ(mnt, mnt_mountpoint);
+	c->mnt = parent;
+	c->mroot = BPF_CORE_READ(parent, mnt.mnt_root);
+	c->dev = BPF_CORE_READ(parent, mnt.mnt_sb, s_dev);
+	return 0;
+}
+
+// walk_step is one level of walk()'s slow part, run by bpf_loop so that the
+// verifier checks it once instead of once per level. It only ever sees
+// ancestors (level 0, the file itself, is always done by the fast part), so
+// a matching rule is an ancestor's. The 6.1 verifier checks the callback
+// once with c as the caller left it and prunes branches on that basis: do
+// not branch on a counter kept in c.
 static long walk_step(__u64 idx, struct walk_ctx *c)
 {
 	struct dentry *d = c->d;
-	struct mount *mnt = c->mnt;
 	struct inode *ino = BPF_CORE_READ(d, d_inode);
 
 	if (ino) {
 		struct inode_key k = {.policy = c->policy, .ino = BPF_CORE_READ(ino, i_ino), .dev = c->dev};
 		__u32 *acc = bpf_map_lookup_elem(&fs_rules, &k);
 		if (acc && (*acc & c->need) == c->need) {
-			// idx, not a counter in c: the 6.1 verifier checks the
-			// callback once with c as the caller left it, and would
-			// prune the branches a constant counter cannot take.
-			if (idx == 0)
-				c->verdict = W_SELF;
-			else
-				c->verdict = (*acc & ACC_LINKS_OK) ? W_LINKS_OK : W_ANCESTOR;
+			c->verdict = (*acc & ACC_LINKS_OK) ? W_LINKS_OK : W_ANCESTOR;
 			return 1;
 		}
 	}
-	if (d == c->mroot) {
-		struct mount *parent = BPF_CORE_READ(mnt, mnt_parent);
-		if (parent == mnt) {
-			// Top of a mount tree: the namespace root, or a
-			// kernel-internal mount (mnt_ns == ERR_PTR(-EINVAL)).
-			void *ns = BPF_CORE_READ(mnt, mnt_ns);
-			if ((long)ns == -22)
-				c->verdict = W_INTERNAL;
-			return 1;
-		}
-		c->d = BPF_CORE_READ(mnt, mnt_mountpoint);
-		c->mnt = parent;
-		c->mroot = BPF_CORE_READ(parent, mnt.mnt_root);
-		c->dev = BPF_CORE_READ(parent, mnt.mnt_sb, s_dev);
-		return 0;
-	}
+	if (d == c->mroot)
+		return cross(c);
 	struct dentry *up = BPF_CORE_READ(d, d_parent);
 	if (up == d)
 		return 1; // disconnected
@@ -269,20 +275,55 @@ static long walk_step(__u64 idx, struct walk_ctx *c)
 	return 0;
 }
 
+// FAST_DEPTH levels are walked by a plain loop with direct loads through
+// the BTF-typed dentry pointers (no helper call but the map lookup per
+// level); the rest of MAX_DEPTH, and everything past the first mount
+// crossing (struct mount is only probe-read, so the dentries found from it
+// are untyped), by bpf_loop and walk_step with probe reads.
+#define FAST_DEPTH 16
+
 // walk looks for a rule granting need on d or one of its ancestors, crossing
-// mount points up to the root of the mount tree.
+// mount points up to the root of the mount tree, at most MAX_DEPTH levels.
 static __always_inline int walk(__u64 policy, struct dentry *d, struct vfsmount *vm, __u32 need)
 {
+	struct dentry *mroot = vm->mnt_root;
+	struct inode_key k = {.policy = policy, .dev = vm->mnt_sb->s_dev};
+	int i;
+
+	for (i = 0; i < FAST_DEPTH; i++) {
+		struct inode *ino = d->d_inode;
+		if (ino) {
+			k.ino = ino->i_ino;
+			__u32 *acc = bpf_map_lookup_elem(&fs_rules, &k);
+			if (acc && (*acc & need) == need) {
+				if (i == 0)
+					return W_SELF;
+				return (*acc & ACC_LINKS_OK) ? W_LINKS_OK : W_ANCESTOR;
+			}
+		}
+		if (d == mroot)
+			break;
+		struct dentry *up = d->d_parent;
+		if (up == d)
+			return W_DENY; // disconnected
+		d = up;
+	}
 	struct walk_ctx c = {
 		.policy = policy,
 		.d = d,
 		.mnt = real_mount(vm),
-		.mroot = BPF_CORE_READ(vm, mnt_root),
-		.dev = BPF_CORE_READ(vm, mnt_sb, s_dev),
+		.mroot = mroot,
+		.dev = k.dev,
 		.need = need,
 		.verdict = W_DENY,
 	};
-	bpf_loop(MAX_DEPTH, walk_step, &c, 0);
+	if (i < FAST_DEPTH) {
+		// Stopped at the root of vm after checking level i.
+		if (cross(&c))
+			return c.verdict;
+		i++;
+	}
+	bpf_loop(MAX_DEPTH - i, walk_step, &c, 0);
 	return c.verdict;
 }
 
@@ -421,9 +462,9 @@ int BPF_PROG(file_guard, struct file *file)
 	__u64 policy = guarded();
 	if (!policy)
 		return 0;
-	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
-	struct vfsmount *vm = BPF_CORE_READ(file, f_path.mnt);
-	__u32 mode = BPF_CORE_READ(file, f_mode);
+	struct dentry *d = file->f_path.dentry;
+	struct vfsmount *vm = file->f_path.mnt;
+	__u32 mode = file->f_mode;
 	__u32 need = 0;
 	if (mode & FMODE_READ)
 		need |= ACC_READ;
@@ -481,8 +522,8 @@ static __always_inline int dir_write(const struct path *dir, struct dentry *chil
 	__u64 policy = guarded();
 	if (!policy)
 		return 0;
-	struct dentry *d = BPF_CORE_READ(dir, dentry);
-	struct vfsmount *vm = BPF_CORE_READ(dir, mnt);
+	struct dentry *d = dir->dentry;
+	struct vfsmount *vm = dir->mnt;
 	__u32 kind = EV_FILE_CREATE;
 	if (walk(policy, d, vm, ACC_WRITE) != W_DENY) {
 		if (!is_protected(child))
