@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -287,9 +286,7 @@ func (s *session) clientLoop(ctx context.Context, r *jsonrpc.Reader) {
 		}
 		switch h.Kind {
 		case jsonrpc.KindRequest:
-			if s.clientRequest(ctx, r, h, msg, line) {
-				return // another goroutine reads the client now
-			}
+			s.clientRequest(ctx, h, msg, line)
 		case jsonrpc.KindNotification:
 			if h.Method == "notifications/cancelled" {
 				s.cancelled(line)
@@ -312,18 +309,14 @@ func (s *session) maxMessage() int {
 	return s.p.MaxMessage
 }
 
-// clientRequest forwards a request raw, or runs it through the layers. The
-// chain runs on the read loop's own goroutine, so no hand-off sits between
-// reading a request and sending it on; once the request is with the server,
-// forward hands the read loop to a new goroutine while this one waits for
-// the answer. It reports whether the read loop was handed on (the caller
-// then stops reading).
-func (s *session) clientRequest(ctx context.Context, r *jsonrpc.Reader, h jsonrpc.Header, msg *jsonrpc.Message, line []byte) bool {
+// clientRequest forwards a request raw, or runs it through the layers on a
+// goroutine of its own, which waits for the server's answer.
+func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, msg *jsonrpc.Message, line []byte) {
 	if s.handler == nil {
 		if s.addPending(h.ID, &waiter{}) {
 			s.sendServer(line)
 		}
-		return false
+		return
 	}
 	req := &Request{Method: msg.Method, ID: msg.ID, Params: msg.Params, Server: s.p.Server, Config: s.p.Config}
 	if msg.Method == "tools/call" {
@@ -333,53 +326,52 @@ func (s *session) clientRequest(ctx context.Context, r *jsonrpc.Reader, h jsonrp
 		}
 		if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
 			s.replyError(msg.ID, jsonrpc.CodeInvalidParams, "mcpguard: tools/call needs params.name")
-			return false
+			return
 		}
 		req.Tool, req.Arguments = p.Name, p.Arguments
 	}
-	// Counted under mu while the server is alive: serverGone sets dead
-	// under mu before Serve waits, so every Add comes before the Wait, and
-	// Serve returns only after this request is answered.
+	orig := &original{
+		line:       append([]byte(nil), line...), // line is only valid until the next read
+		tool:       req.Tool,
+		params:     req.Params,
+		args:       req.Arguments,
+		dispatched: make(chan struct{}),
+	}
+	// Counted under mu while the server is alive: serverGone marks it dead
+	// under mu before Serve waits, so every Add comes before that Wait and
+	// Serve returns only once this request is answered.
 	s.mu.Lock()
 	if s.dead {
 		reason := s.exitReason()
 		s.mu.Unlock()
 		s.replyError(msg.ID, jsonrpc.CodeServerExited, reason)
-		return false
+		return
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	defer s.wg.Done()
-	orig := &original{
-		// A copy: line is only valid until the next read, and a layer
-		// may call next again after the read loop has moved on.
-		line:   append([]byte(nil), line...),
-		tool:   req.Tool,
-		params: req.Params,
-		args:   req.Arguments,
-		reader: r,
-		ctx:    ctx,
-	}
-	resp := s.run(context.WithValue(ctx, originalKey{}, orig), req)
-	// A layer that answered without forwarding (or that called next on a
-	// goroutine of its own and returned first) leaves the read loop here:
-	// from now on forward must not hand it on.
-	handedOn := !orig.state.CompareAndSwap(readerHere, readerKept)
-	switch {
-	case resp == nil: // cancelled by the client, which expects no answer
-	case resp.raw != nil && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult):
-		// No layer changed the server's answer: relay its own bytes.
-		s.sendClient(resp.raw)
-	default:
-		out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
-		if out.Result == nil && out.Error == nil {
-			out.Result = json.RawMessage("{}")
+	go func() {
+		defer s.wg.Done()
+		defer orig.done()
+		resp := s.run(context.WithValue(ctx, originalKey{}, orig), req)
+		orig.done() // before the answer, so a layer's denial keeps order too
+		switch {
+		case resp == nil: // cancelled by the client, which expects no answer
+		case resp.raw != nil && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult):
+			// No layer changed the server's answer: relay its own bytes.
+			s.sendClient(resp.raw)
+		default:
+			out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
+			if out.Result == nil && out.Error == nil {
+				out.Result = json.RawMessage("{}")
+			}
+			if err := s.toClient.WriteMessage(&out); err != nil {
+				s.logf("write client: %v", err)
+			}
 		}
-		if err := s.toClient.WriteMessage(&out); err != nil {
-			s.logf("write client: %v", err)
-		}
-	}
-	return handedOn
+	}()
+	// Read on only once the request is with the server (or answered by a
+	// layer), so that the client's order is kept.
+	<-orig.dispatched
 }
 
 // run calls the chain; a layer that panics fails its request, not the proxy.
@@ -414,7 +406,7 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 	}
 	s.sendServer(line)
 	if o != nil {
-		s.handOn(o)
+		o.done()
 	}
 	select {
 	case resp := <-w.ch:
@@ -427,34 +419,18 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 
 // original is the request as the client sent it, carried in the context
 // so that forward can relay the client's exact bytes when no layer changed
-// the request, and hand the read loop on once it has.
+// the request.
 type original struct {
 	line         []byte
 	tool         string
 	params, args json.RawMessage
-	reader       *jsonrpc.Reader
-	ctx          context.Context // the read loop's
-	state        atomic.Int32    // readerHere, readerHandedOn or readerKept
+	// dispatched is closed once the request went to the server or was
+	// answered by a layer, so that the read loop keeps the client's order.
+	dispatched chan struct{}
+	once       sync.Once
 }
 
-// Who reads the client while a layered request is in the chain: the
-// goroutine running the chain until forward hands the loop on, or until
-// that goroutine finds the chain done and keeps it.
-const (
-	readerHere int32 = iota
-	readerHandedOn
-	readerKept
-)
-
-// handOn starts a new read loop once o's request is with the server, so
-// that the client's order is kept and the goroutine running the chain can
-// wait for the answer. It does nothing when the loop was handed on or kept
-// already.
-func (s *session) handOn(o *original) {
-	if o.state.CompareAndSwap(readerHere, readerHandedOn) {
-		go s.clientLoop(o.ctx, o.reader)
-	}
-}
+func (o *original) done() { o.once.Do(func() { close(o.dispatched) }) }
 
 type originalKey struct{}
 
