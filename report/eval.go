@@ -96,3 +96,30 @@ func writeFile(path string, b []byte) error {
 	}
 	return nil
 }
+
+// ShareViability fills in V-APR for reports that ran without C0 (the BPF
+// configs, run on their own in a VM) from a C0 report among reps: a case
+// is viable when its attack succeeds with no guard, wherever the guarded
+// configs ran. It returns the configs it recomputed. Without a C0 report,
+// or where a report already has its viability, nothing changes.
+func ShareViability(reps []*eval.Report) []string {
+	var viable map[string]bool
+	for _, r := range reps {
+		if r.Config == configs.C0 && r.Skipped == "" && len(r.Results) > 0 {
+			viable = eval.Viable(r.Results)
+			break
+		}
+	}
+	if viable == nil {
+		return nil
+	}
+	var done []string
+	for _, r := range reps {
+		if r.Skipped != "" || len(r.Results) == 0 || r.Summary.ViableBlocked.Total > 0 || r.Summary.Blocked.Total == 0 {
+			continue
+		}
+		r.Summary = eval.Summarize(r.Config, r.Results, viable)
+		done = append(done, r.Config)
+	}
+	return done
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpguard/mcpguard/eval"
 	"github.com/mcpguard/mcpguard/internal/testenv"
 	"github.com/mcpguard/mcpguard/report"
 )
@@ -221,4 +222,23 @@ func TestSummarizeMatchesBenchstat(t *testing.T) {
 	assert.LessOrEqual(t, s.Lo, s.Center)
 	assert.GreaterOrEqual(t, s.Hi, s.Center)
 	assert.Equal(t, 7, s.N)
+}
+
+func TestShareViability(t *testing.T) {
+	res := func(id string, attack bool, verdict string) *eval.Result {
+		return &eval.Result{ID: id, Category: "file_read", Attack: attack, Verdict: verdict}
+	}
+	c0 := []*eval.Result{res("A", true, eval.Succeeded), res("B", true, eval.Blocked), res("N", false, eval.Passed)}
+	guarded := []*eval.Result{res("A", true, eval.Blocked), res("B", true, eval.Blocked), res("N", false, eval.Passed)}
+	reps := []*eval.Report{
+		{Config: "C-ebpf", Results: guarded, Summary: eval.Summarize("C-ebpf", guarded, nil)},
+		{Config: "C0", Results: c0, Summary: eval.Summarize("C0", c0, nil)},
+	}
+	require.Zero(t, reps[0].Summary.ViableBlocked.Total, "ran without C0: V-APR unknown")
+	assert.Equal(t, []string{"C-ebpf"}, report.ShareViability(reps))
+	assert.Equal(t, 1, reps[0].Summary.ViableBlocked.Total, "only A succeeded under C0")
+	assert.Equal(t, 1, reps[0].Summary.ViableBlocked.N)
+	assert.Equal(t, 2, reps[0].Summary.Blocked.N, "APR is untouched")
+	assert.Empty(t, report.ShareViability(reps), "already filled in")
+	assert.Empty(t, report.ShareViability(reps[:1]), "no C0 given")
 }

@@ -74,6 +74,9 @@ Example: mcpguard report --std std.txt --cvm cvm.txt --eval eval.json --out repo
 		}
 		in.Eval = append(in.Eval, reps...)
 	}
+	if cfgs := report.ShareViability(in.Eval); len(cfgs) > 0 {
+		fmt.Fprintf(s.err, "report: V-APR of %s from the C0 run given (they ran without one)\n", strings.Join(cfgs, ", "))
+	}
 	if in.Std == nil && in.Firewall == nil && in.Guard == nil && len(in.Eval) == 0 {
 		return fmt.Errorf("%w: nothing to draw: give --std/--cvm, --firewall, --guard or --eval", errUsage)
 	}
