@@ -232,7 +232,7 @@ func TestShareViability(t *testing.T) {
 	guarded := []*eval.Result{res("A", true, eval.Blocked), res("B", true, eval.Blocked), res("N", false, eval.Passed)}
 	reps := []*eval.Report{
 		{Config: "C-ebpf", Results: guarded, Summary: eval.Summarize("C-ebpf", guarded, nil)},
-		{Config: "C0", Results: c0, Summary: eval.Summarize("C0", c0, nil)},
+		{Config: "C0", Results: c0, Summary: eval.Summarize("C0", c0, eval.Viable(c0))},
 	}
 	require.Zero(t, reps[0].Summary.ViableBlocked.Total, "ran without C0: V-APR unknown")
 	assert.Equal(t, []string{"C-ebpf"}, report.ShareViability(reps))
