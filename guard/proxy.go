@@ -76,8 +76,14 @@ type session struct {
 	dead    bool                 // server gone: new requests are answered at once
 	exitErr error
 
-	wg         sync.WaitGroup // layered requests until answered
-	clientDone chan struct{}  // closed when the client's stream ends
+	wg sync.WaitGroup // layered requests until answered
+
+	// Layered requests run on pooled workers: a fresh goroutine would grow
+	// its stack through the layers' deep calls (JSON decoding, schema
+	// validation) on every request, which costs more than the layers do.
+	idle       chan func()   // a worker waiting for its next request receives here
+	quit       chan struct{} // closed when Serve returns
+	clientDone chan struct{} // closed when the client's stream ends
 }
 
 // waiter is one request in flight. ch is nil for a request forwarded raw,
@@ -101,7 +107,10 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		stderr:   p.Stderr,
 		toClient: jsonrpc.NewWriter(out),
 		pending:  make(map[string][]*waiter),
+		idle:     make(chan func()),
+		quit:     make(chan struct{}),
 	}
+	defer close(s.quit) // idle workers exit
 	if s.stderr == nil {
 		s.stderr = os.Stderr
 	}
@@ -349,7 +358,7 @@ func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, msg *json
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go func() {
+	s.spawn(func() {
 		defer s.wg.Done()
 		defer orig.done()
 		resp := s.run(context.WithValue(ctx, originalKey{}, orig), req)
@@ -368,10 +377,31 @@ func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, msg *json
 				s.logf("write client: %v", err)
 			}
 		}
-	}()
+	})
 	// Read on only once the request is with the server (or answered by a
 	// layer), so that the client's order is kept.
 	<-orig.dispatched
+}
+
+// spawn runs job on an idle worker, or on a new one when none is idle.
+func (s *session) spawn(job func()) {
+	select {
+	case s.idle <- job:
+	default:
+		go s.worker(job)
+	}
+}
+
+// worker runs job, then waits for the next one until Serve returns.
+func (s *session) worker(job func()) {
+	for {
+		job()
+		select {
+		case job = <-s.idle:
+		case <-s.quit:
+			return
+		}
+	}
 }
 
 // run calls the chain; a layer that panics fails its request, not the proxy.
