@@ -91,7 +91,7 @@ func threadCPU(tb testing.TB) time.Duration {
 // server through the real proxy: with no layer (C0, raw forwarding), with
 // a chain of one no-op layer, and with the C-app layers. noop-layer minus
 // C0 is what running a chain at all costs the proxy (parsing each request,
-// a goroutine per call); C-app minus noop-layer is what L1+L2 cost.
+// a hand-off to a pooled worker); C-app minus noop-layer is what L1+L2 cost.
 func BenchmarkPolicyProxy(b *testing.B) {
 	ws := b.TempDir()
 	require.NoError(b, os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("hello from the workspace"), 0o644))
