@@ -40,17 +40,10 @@ func TestAttachNotBPFFS(t *testing.T) {
 // TestAttach loads and attaches every program on an enforcing kernel, and a
 // second Attach reuses the pins.
 func TestAttach(t *testing.T) {
-	testenv.RequireBPF(t)
-	root := filepath.Join("/sys/fs/bpf", "mcpguard-test-attach")
-	o, err := bpf.Attach(root)
-	if errors.Is(err, unix.EPERM) || errors.Is(err, ebpf.ErrNotSupported) {
-		testenv.SkipIfNotSupported(t, errors.Join(guard.ErrKernelRefused, err))
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, bpf.Detach(root)) })
+	o, root := attach(t, "mcpguard-test-attach")
 	require.True(t, o.Loaded)
 	require.NoError(t, o.Close())
-	_, err = os.Stat(filepath.Join(root, bpf.Version(), "links", "file_guard"))
+	_, err := os.Stat(filepath.Join(root, bpf.Version(), "links", "file_guard"))
 	require.NoError(t, err, "links are pinned")
 
 	o2, err := bpf.Attach(root)
@@ -62,4 +55,20 @@ func TestAttach(t *testing.T) {
 	require.NoError(t, o2.Events.Delete(uint64(42)))
 	require.NoError(t, rb.Close())
 	require.NoError(t, o2.Close())
+}
+
+// attach loads and attaches the programs with their pins under
+// /sys/fs/bpf/<name>, skipping where the kernel refuses BPF LSM; the pins
+// are removed at cleanup.
+func attach(t *testing.T, name string) (*bpf.Objects, string) {
+	t.Helper()
+	testenv.RequireBPF(t)
+	root := filepath.Join("/sys/fs/bpf", name)
+	o, err := bpf.Attach(root)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, ebpf.ErrNotSupported) {
+		testenv.SkipIfNotSupported(t, errors.Join(guard.ErrKernelRefused, err))
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, bpf.Detach(root)) })
+	return o, root
 }

@@ -1,7 +1,6 @@
 package bpf_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,13 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/mcpguard/mcpguard/bpf"
-	"github.com/mcpguard/mcpguard/guard"
-	"github.com/mcpguard/mcpguard/internal/testenv"
 )
 
 // TestAttachWalk pins down file_guard's ancestor walk where it is split
@@ -27,17 +23,8 @@ import (
 // The test process guards itself for the opens and leaves the session by
 // removing its map entry (no open needed) before anything else.
 func TestAttachWalk(t *testing.T) {
-	testenv.RequireBPF(t)
-	root := filepath.Join("/sys/fs/bpf", "mcpguard-test-walk")
-	o, err := bpf.Attach(root)
-	if errors.Is(err, unix.EPERM) || errors.Is(err, ebpf.ErrNotSupported) {
-		testenv.SkipIfNotSupported(t, errors.Join(guard.ErrKernelRefused, err))
-	}
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.NoError(t, o.Close())
-		require.NoError(t, bpf.Detach(root))
-	})
+	o, _ := attach(t, "mcpguard-test-walk")
+	t.Cleanup(func() { require.NoError(t, o.Close()) }) // before attach's Detach
 
 	const policy = uint64(0x3a1c)
 	tmp := t.TempDir()
