@@ -121,3 +121,38 @@ func IsDenied(err error) (string, bool) {
 	}
 	return msg[i:], true
 }
+
+// FilterTools rewrites a tools/list result to the tools keep accepts, given
+// each tool's raw JSON, keeping the rest of the result (nextCursor, ...). It
+// returns nil when the result is not a tools list it can read, or when keep
+// accepted every tool: the caller then passes the server's answer on as it
+// came.
+func FilterTools(result json.RawMessage, keep func(tool json.RawMessage) bool) json.RawMessage {
+	var res map[string]json.RawMessage
+	if json.Unmarshal(result, &res) != nil {
+		return nil
+	}
+	var tools []json.RawMessage
+	if json.Unmarshal(res["tools"], &tools) != nil {
+		return nil
+	}
+	kept := tools[:0]
+	for _, raw := range tools {
+		if keep(raw) {
+			kept = append(kept, raw)
+		}
+	}
+	if len(kept) == len(tools) {
+		return nil
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return nil
+	}
+	res["tools"] = b
+	out, err := json.Marshal(res)
+	if err != nil {
+		return nil
+	}
+	return out
+}

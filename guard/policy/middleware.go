@@ -51,36 +51,18 @@ func hideTools(e *Engine, o LayerOptions, resp *guard.Response) *guard.Response 
 	if resp == nil || resp.Error != nil || len(resp.Result) == 0 {
 		return resp
 	}
-	var res map[string]json.RawMessage
-	if json.Unmarshal(resp.Result, &res) != nil {
-		return resp
-	}
-	var tools []json.RawMessage
-	if json.Unmarshal(res["tools"], &tools) != nil {
-		return resp
-	}
-	kept := tools[:0]
 	var hidden []string
-	for _, raw := range tools {
+	out := guard.FilterTools(resp.Result, func(raw json.RawMessage) bool {
 		var t struct {
 			Name string `json:"name"`
 		}
 		if json.Unmarshal(raw, &t) == nil && !e.Allows(t.Name) {
 			hidden = append(hidden, t.Name)
-			continue
+			return false
 		}
-		kept = append(kept, raw)
-	}
-	if len(hidden) == 0 {
-		return resp
-	}
-	b, err := json.Marshal(kept)
-	if err != nil {
-		return resp
-	}
-	res["tools"] = b
-	out, err := json.Marshal(res)
-	if err != nil {
+		return true
+	})
+	if out == nil {
 		return resp
 	}
 	o.Audit.Log(audit.Event{

@@ -101,17 +101,7 @@ func (s *session) tools(req *guard.Request, resp *guard.Response) *guard.Respons
 	if resp == nil || resp.Error != nil || len(resp.Result) == 0 {
 		return resp
 	}
-	var res map[string]json.RawMessage
-	if err := json.Unmarshal(resp.Result, &res); err != nil {
-		return resp
-	}
-	var tools []json.RawMessage
-	if err := json.Unmarshal(res["tools"], &tools); err != nil {
-		return resp
-	}
-	kept := tools[:0]
-	changed := false
-	for _, raw := range tools {
+	out := guard.FilterTools(resp.Result, func(raw json.RawMessage) bool {
 		var t struct {
 			Name        string          `json:"name"`
 			Title       string          `json:"title"`
@@ -119,27 +109,16 @@ func (s *session) tools(req *guard.Request, resp *guard.Response) *guard.Respons
 			InputSchema json.RawMessage `json:"inputSchema"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil {
-			changed = true
-			continue
+			return false
 		}
 		if rule, reason := s.judgeTool(t.Name, t.Title, t.Description, t.InputSchema); rule != "" {
 			tr := &guard.Request{Method: req.Method, Tool: t.Name}
 			s.log(tr, audit.Rewrite, rule, t.Name, reason+"; tool removed from tools/list")
-			changed = true
-			continue
+			return false
 		}
-		kept = append(kept, raw)
-	}
-	if !changed {
-		return resp
-	}
-	b, err := json.Marshal(kept)
-	if err != nil {
-		return resp
-	}
-	res["tools"] = b
-	out, err := json.Marshal(res)
-	if err != nil {
+		return true
+	})
+	if out == nil {
 		return resp
 	}
 	return &guard.Response{Result: out}
