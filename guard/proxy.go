@@ -275,17 +275,7 @@ func (s *session) clientLoop(ctx context.Context, r *jsonrpc.Reader) {
 			close(s.clientDone)
 			return
 		}
-		var (
-			h   jsonrpc.Header
-			msg *jsonrpc.Message
-		)
-		if s.handler == nil {
-			h, err = jsonrpc.Peek(line)
-		} else {
-			// The layers need the whole request: decode it once.
-			msg, err = jsonrpc.Parse(line)
-			h = headerOf(msg, err)
-		}
+		h, msg, err := s.decode(line)
 		if err != nil {
 			s.logf("client message: %v", err)
 			if h.Kind != jsonrpc.KindNotification {
@@ -600,18 +590,7 @@ func (s *session) readServer(stdout io.Reader) {
 			}
 			return
 		}
-		var (
-			h   jsonrpc.Header
-			msg *jsonrpc.Message
-		)
-		if s.handler == nil {
-			h, err = jsonrpc.Peek(line)
-		} else {
-			// Layered requests wait for the whole response: decode it
-			// once here rather than peek and then decode.
-			msg, err = jsonrpc.Parse(line)
-			h = headerOf(msg, err)
-		}
+		h, msg, err := s.decode(line)
 		if err != nil {
 			// Not forwarded: the client would fail on it. A response we can
 			// attribute still gets an answer, so the request is not lost.
@@ -655,6 +634,18 @@ func (s *session) serverResponse(h jsonrpc.Header, msg *jsonrpc.Message, line []
 	}
 	w.ch <- &Response{Result: msg.Result, Error: msg.Error,
 		raw: append([]byte(nil), line...), origResult: msg.Result, origError: msg.Error}
+}
+
+// decode reads a message's header; in a layered session it decodes the
+// whole message once instead (msg is nil otherwise): the layers need the
+// whole request, and a layered request waits for the whole response.
+func (s *session) decode(line []byte) (jsonrpc.Header, *jsonrpc.Message, error) {
+	if s.handler == nil {
+		h, err := jsonrpc.Peek(line)
+		return h, nil, err
+	}
+	msg, err := jsonrpc.Parse(line)
+	return headerOf(msg, err), msg, err
 }
 
 // headerOf derives what Peek would have returned from Parse's results.
