@@ -9,7 +9,8 @@
 #   agent.txt       BenchmarkAgent on the embedded reference model;
 #   firewall.txt    BenchmarkFirewall: guardrail overhead;
 #   report/         figures and summary.md drawn from all of it.
-# COUNT (default 5) is -count for the benchmarks.
+# COUNT (default 6, the fewest for which benchstat gives a 95% interval) is
+# -count for the benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -34,10 +35,10 @@ if [ "${SKIP_VM:-0}" != 1 ]; then
 	evals+=(--eval "$out/eval-vm.json")
 fi
 
-step "benchmarks (-count ${COUNT:-5})"
-go test -run '^$' -bench 'Guard' -benchtime 2000x -count "${COUNT:-5}" . | tee "$out/guard.txt"
-go test -run '^$' -bench 'Agent' -benchtime 3x -count "${COUNT:-5}" -env "${BENCH_ENV:-host}" . | tee "$out/agent.txt"
-go test -run '^$' -bench 'Firewall' -benchtime 3x -count "${COUNT:-5}" -env "${BENCH_ENV:-host}" . | tee "$out/firewall.txt"
+step "benchmarks (-count ${COUNT:-6})"
+go test -run '^$' -bench 'Guard' -benchtime 2000x -count "${COUNT:-6}" . | tee "$out/guard.txt"
+go test -run '^$' -bench 'Agent' -benchtime 3x -count "${COUNT:-6}" -env "${BENCH_ENV:-host}" . | tee "$out/agent.txt"
+go test -run '^$' -bench 'Firewall' -benchtime 3x -count "${COUNT:-6}" -env "${BENCH_ENV:-host}" . | tee "$out/firewall.txt"
 
 step "figures and tables"
 bin/mcpguard report --guard "$out/guard.txt" --firewall "$out/firewall.txt" "${evals[@]}" --out "$out/report"
