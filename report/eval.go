@@ -123,3 +123,35 @@ func ShareViability(reps []*eval.Report) []string {
 	}
 	return done
 }
+
+// Label names a report's row: its config, and its run too when another
+// report of the same config is in reps (C0 run on the host and again in
+// the VM beside the BPF configs).
+func Label(r *eval.Report, reps []*eval.Report) string {
+	for _, o := range reps {
+		if o != r && o.Config == r.Config && o.Skipped == "" && r.Skipped == "" {
+			return r.Config + " (" + r.RunID + ")"
+		}
+	}
+	return r.Config
+}
+
+// SkippedNotes returns, per config that was skipped in every run given,
+// why (a config skipped on the host but run in the VM has no note).
+func SkippedNotes(reps []*eval.Report) []string {
+	ran := map[string]bool{}
+	for _, r := range reps {
+		if r.Skipped == "" {
+			ran[r.Config] = true
+		}
+	}
+	var notes []string
+	seen := map[string]bool{}
+	for _, r := range reps {
+		if r.Skipped != "" && !ran[r.Config] && !seen[r.Config] {
+			seen[r.Config] = true
+			notes = append(notes, r.Config+" was skipped: "+r.Skipped)
+		}
+	}
+	return notes
+}

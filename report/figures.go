@@ -338,7 +338,7 @@ func SecurityFigures(reps []*eval.Report, dir string, formats []string) ([]strin
 	var names []string
 	apr, vapr, fpr := series{name: "APR"}, series{name: "V-APR"}, series{name: "FPR"}
 	for _, r := range reps {
-		names = append(names, r.Config)
+		names = append(names, Label(r, reps))
 		apr.vals = append(apr.vals, 100*r.Summary.APR())
 		vapr.vals = append(vapr.vals, 100*r.Summary.VAPR())
 		fpr.vals = append(fpr.vals, 100*r.Summary.FPR())
@@ -355,7 +355,7 @@ func SecurityFigures(reps []*eval.Report, dir string, formats []string) ([]strin
 	cats := categories(reps)
 	var ss []series
 	for _, r := range reps {
-		s := series{name: r.Config}
+		s := series{name: Label(r, reps)}
 		for _, c := range cats {
 			s.vals = append(s.vals, 100*r.Summary.PerCategory[c].Rate())
 		}

@@ -101,12 +101,10 @@ func Markdown(w io.Writer, in Inputs) error {
 		b.WriteString("| config | APR | V-APR | viable blocked | FPR |\n|---|---:|---:|---:|---:|\n")
 		for _, r := range reps {
 			s := r.Summary
-			fmt.Fprintf(&b, "| %s | %.1f%% | %.1f%% | %s | %s |\n", r.Config, 100*s.APR(), 100*s.VAPR(), s.ViableBlocked, s.FalsePositives)
+			fmt.Fprintf(&b, "| %s | %.1f%% | %.1f%% | %s | %s |\n", Label(r, reps), 100*s.APR(), 100*s.VAPR(), s.ViableBlocked, s.FalsePositives)
 		}
-		for _, r := range in.Eval {
-			if r.Skipped != "" {
-				fmt.Fprintf(&b, "\n%s was skipped: %s\n", r.Config, r.Skipped)
-			}
+		for _, n := range SkippedNotes(in.Eval) {
+			fmt.Fprintf(&b, "\n%s\n", n)
 		}
 		cats := categories(reps)
 		b.WriteString("\n### Blocked per category\n\n| config |")
@@ -115,7 +113,7 @@ func Markdown(w io.Writer, in Inputs) error {
 		}
 		b.WriteString("\n|---|" + strings.Repeat("---:|", len(cats)) + "\n")
 		for _, r := range reps {
-			b.WriteString("| " + r.Config + " |")
+			b.WriteString("| " + Label(r, reps) + " |")
 			for _, c := range cats {
 				b.WriteString(" " + r.Summary.PerCategory[c].String() + " |")
 			}

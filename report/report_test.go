@@ -242,3 +242,26 @@ func TestShareViability(t *testing.T) {
 	assert.Empty(t, report.ShareViability(reps), "already filled in")
 	assert.Empty(t, report.ShareViability(reps[:1]), "no C0 given")
 }
+
+// The host's eval and the VM's (C0 again, and the BPF configs the host
+// skipped) in one report: each C0 row names its run, and no config that
+// ran somewhere is reported as skipped.
+func TestMergedHostAndVMEval(t *testing.T) {
+	res := []*eval.Result{{ID: "A", Category: "file_read", Attack: true, Verdict: eval.Succeeded}}
+	blocked := []*eval.Result{{ID: "A", Category: "file_read", Attack: true, Verdict: eval.Blocked}}
+	reps := []*eval.Report{
+		{RunID: "host", Config: "C0", Results: res, Summary: eval.Summarize("C0", res, eval.Viable(res))},
+		{RunID: "host", Config: "C-ebpf", Skipped: "kernel refused BPF LSM"},
+		{RunID: "host", Config: "C-full", Skipped: "kernel refused BPF LSM"},
+		{RunID: "vm", Config: "C0", Results: res, Summary: eval.Summarize("C0", res, eval.Viable(res))},
+		{RunID: "vm", Config: "C-ebpf", Results: blocked, Summary: eval.Summarize("C-ebpf", blocked, eval.Viable(res))},
+	}
+	var b bytes.Buffer
+	require.NoError(t, report.Markdown(&b, report.Inputs{Eval: reps}))
+	out := b.String()
+	assert.Contains(t, out, "| C0 (host) |")
+	assert.Contains(t, out, "| C0 (vm) |")
+	assert.Contains(t, out, "| C-ebpf | 100.0% | 100.0% | 1/1 |")
+	assert.NotContains(t, out, "C-ebpf was skipped")
+	assert.Contains(t, out, "C-full was skipped: kernel refused BPF LSM")
+}

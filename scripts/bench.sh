@@ -2,6 +2,7 @@
 # The main job: the benchmark suite on an embedded default, as the README's
 # first command. Installs what it needs, then writes into results/bench-<time>/:
 #   eval-host.json  the attack / false-positive table of every config that runs
+#                   (per-config reports in runs/host/)
 #                   on this kernel (C0, C-AB, C-app, the Landlock configs);
 #   eval-vm.json    the BPF LSM configs (C-ebpf, C-full, C-AB+ebpf), run in a
 #                   VM whose kernel enforces BPF LSM (SKIP_VM=1 skips it);
@@ -21,7 +22,7 @@ go build -o bin/mcpguard ./cmd/mcpguard
 step() { printf '\n=== %s\n' "$*" >&2; }
 
 step "corpus eval, every config this kernel runs"
-bin/mcpguard eval --config all --run-id "$(basename "$out")-host" --json "$out/eval-host.json" | tee "$out/eval-host.txt"
+bin/mcpguard eval --config all --results "$out/runs" --run-id host --json "$out/eval-host.json" | tee "$out/eval-host.txt"
 evals=(--eval "$out/eval-host.json")
 if [ "${SKIP_VM:-0}" != 1 ]; then
 	step "corpus eval of the BPF LSM configs in the VM"
