@@ -2,8 +2,8 @@
 # The main job: the benchmark suite on an embedded default, as the README's
 # first command. Installs what it needs, then writes into results/bench-<time>/:
 #   eval-host.json  the attack / false-positive table of every config that runs
-#                   (per-config reports in runs/host/)
-#                   on this kernel (C0, C-AB, C-app, the Landlock configs);
+#                   on this kernel (C0, C-AB, C-app, the Landlock configs;
+#                   per-config reports in runs/host/);
 #   eval-vm.json    the BPF LSM configs (C-ebpf, C-full, C-AB+ebpf), run in a
 #                   VM whose kernel enforces BPF LSM (SKIP_VM=1 skips it);
 #   guard.txt       BenchmarkGuard: latency of a benign call per config;
