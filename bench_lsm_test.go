@@ -50,21 +50,7 @@ func BenchmarkLSM(b *testing.B) {
 	if err := os.WriteFile(file, []byte("hello\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := l.Addr().(*net.TCPAddr).Port
+	port := testenv.Listener(b).Addr().(*net.TCPAddr).Port
 	p := &policy.Policy{
 		Server:     "bench",
 		Filesystem: policy.Filesystem{Write: []string{ws}},

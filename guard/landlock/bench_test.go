@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard/landlock"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/internal/testenv"
 )
 
 // BenchmarkLandlock measures what Landlock costs a guarded server:
@@ -41,18 +42,7 @@ func BenchmarkLandlock(b *testing.B) {
 		})
 	})
 	b.Run("connect", func(b *testing.B) {
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
-		require.NoError(b, err)
-		defer l.Close()
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		l := testenv.Listener(b)
 		addr := l.Addr().String()
 		benchRestricted(b, &policy.Policy{Network: policy.Network{Allow: []policy.NetRule{{Host: "127.0.0.1", Ports: []int{port(l)}}}}}, func() error {
 			c, err := net.Dial("tcp4", addr)

@@ -22,7 +22,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard/landlock"
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/policy"
-	_ "github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/internal/testenv"
 )
 
 // childEnv makes the test binary act as the guarded server: it performs
@@ -176,24 +176,7 @@ func newWorld(t *testing.T) *world {
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(w.readRoot, "doc.txt"), []byte("doc"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(w.outside, "id_rsa"), []byte("secret"), 0o600))
-	var err error
-	w.allowed, err = net.Listen("tcp4", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { w.allowed.Close() })
-	w.denied, err = net.Listen("tcp4", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { w.denied.Close() })
-	for _, l := range []net.Listener{w.allowed, w.denied} {
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-	}
+	w.allowed, w.denied = testenv.Listener(t), testenv.Listener(t)
 	w.pol = &policy.Policy{
 		Filesystem: policy.Filesystem{Read: []string{w.readRoot}, Write: []string{w.writeRoot}},
 		Network:    policy.Network{Allow: []policy.NetRule{{Host: "127.0.0.2", Ports: []int{port(w.allowed)}}}},

@@ -6,6 +6,7 @@ package testenv
 import (
 	"errors"
 	"flag"
+	"net"
 	"os"
 	"testing"
 
@@ -47,4 +48,26 @@ func SkipIfNotSupported(tb testing.TB, err error) {
 		tb.Skipf("kernel does not support this here: %v", err)
 	}
 	tb.Fatal(err)
+}
+
+// Listener listens on a free TCP port of 127.0.0.1 and accepts and closes
+// every connection (a connect target that only has to be reachable); it is
+// closed at cleanup.
+func Listener(tb testing.TB) net.Listener {
+	tb.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l
 }
