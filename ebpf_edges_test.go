@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -235,12 +236,22 @@ func uringOpen(path string, async bool) error {
 	mask := *at(sqRing, u32(sqOff+8))
 	*at(sqRing, u32(sqOff+24)+(*tail&mask)*4) = 0
 	*tail++
-	_, _, e = syscall.Syscall6(unix.SYS_IO_URING_ENTER, fd, 1, 1, 1 /* GETEVENTS */, 0, 0)
-	runtime.KeepAlive(name)
-	if e != 0 {
-		return fmt.Errorf("io_uring_enter: %w", e)
+	head, ctail := at(cqRing, u32(cqOff)), at(cqRing, u32(cqOff+4))
+	// io_uring_enter reports the submission as a success even when a
+	// signal (the Go runtime's preemption) cut its wait short, before the
+	// completion was posted: wait until the completion queue has an entry.
+	toSubmit := uintptr(1)
+	for atomic.LoadUint32(ctail) == atomic.LoadUint32(head) {
+		_, _, e = syscall.Syscall6(unix.SYS_IO_URING_ENTER, fd, toSubmit, 1, 1 /* GETEVENTS */, 0, 0)
+		switch {
+		case e == syscall.EINTR: // nothing submitted yet: the retry submits
+		case e != 0:
+			return fmt.Errorf("io_uring_enter: %w", e)
+		default:
+			toSubmit = 0
+		}
 	}
-	head := at(cqRing, u32(cqOff))
+	runtime.KeepAlive(name)
 	cmask := *at(cqRing, u32(cqOff+8))
 	cqe := u32(cqOff+20) + (*head&cmask)*16
 	res := *(*int32)(unsafe.Pointer(&cqRing[cqe+8]))
