@@ -193,14 +193,60 @@ func TestNotificationsBothWays(t *testing.T) {
 	assert.Equal(t, 1.0, c.recv()["id"])
 }
 
+// Layers of every shape the chain allows: the proxy runs a chain on a
+// coroutine that forward suspends, and must still serve layers that call
+// next elsewhere than on the goroutine they were called on, more than once,
+// or with a context of their own.
+var layerShapes = map[string][]guard.Middleware{
+	"none": nil,
+	"noop": {func(next guard.Handler) guard.Handler { return next }},
+	"next-on-own-goroutine": {func(next guard.Handler) guard.Handler {
+		return func(ctx context.Context, req *guard.Request) *guard.Response {
+			ch := make(chan *guard.Response)
+			go func() { ch <- next(ctx, req) }()
+			return <-ch
+		}
+	}},
+	"next-twice-at-once": {func(next guard.Handler) guard.Handler {
+		return func(ctx context.Context, req *guard.Request) *guard.Response {
+			ch := make(chan *guard.Response, 2)
+			for range 2 {
+				go func() { ch <- next(ctx, req) }()
+			}
+			first := <-ch
+			<-ch
+			return first
+		}
+	}},
+	"next-twice-in-turn": {func(next guard.Handler) guard.Handler {
+		return func(ctx context.Context, req *guard.Request) *guard.Response {
+			next(ctx, req)
+			return next(ctx, req)
+		}
+	}},
+	"own-context": {func(next guard.Handler) guard.Handler {
+		return func(_ context.Context, req *guard.Request) *guard.Response {
+			return next(context.Background(), req)
+		}
+	}},
+	"two-layers": {
+		func(next guard.Handler) guard.Handler { return next },
+		func(next guard.Handler) guard.Handler {
+			return func(ctx context.Context, req *guard.Request) *guard.Response {
+				resp := next(ctx, req)
+				if resp != nil && resp.Error == nil {
+					resp.Result = append(json.RawMessage(nil), resp.Result...)
+				}
+				return resp
+			}
+		},
+	},
+}
+
 // Every request gets exactly one answer, with its own id, with 64 in flight.
 func TestConcurrentRequestsAnsweredOnce(t *testing.T) {
-	for _, layered := range []bool{false, true} {
-		t.Run(fmt.Sprintf("layers=%v", layered), func(t *testing.T) {
-			var layers []guard.Middleware
-			if layered {
-				layers = append(layers, func(next guard.Handler) guard.Handler { return next })
-			}
+	for name, layers := range layerShapes {
+		t.Run(name, func(t *testing.T) {
 			c := startRaw(t, "echo", layers...)
 			const n = 64
 			go func() {
@@ -226,6 +272,54 @@ func TestConcurrentRequestsAnsweredOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A client's cancellation reaches the chain: next returns nil to the layers
+// around it, and the client gets no answer for that request.
+func TestCancelledRequestEndsItsChain(t *testing.T) {
+	saw := make(chan *guard.Response, 1)
+	watch := func(next guard.Handler) guard.Handler {
+		return func(ctx context.Context, req *guard.Request) *guard.Response {
+			resp := next(ctx, req)
+			if req.Method == "hang" {
+				saw <- resp
+			}
+			return resp
+		}
+	}
+	c := startRaw(t, "echo", watch)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"hang"}`)
+	c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	select {
+	case resp := <-saw:
+		assert.Nil(t, resp, "next returns nil for a cancelled request")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the chain of the cancelled request did not end")
+	}
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"after"}`)
+	assert.Equal(t, 2.0, c.recv()["id"], "no answer to the cancelled request, and the next one is served")
+}
+
+// A layer that, while handling the server's answer, calls next on another
+// goroutine and waits for it gets an error instead of deadlocking the
+// proxy: the server's read loop is the one running the layer.
+func TestNextOnOwnGoroutineAfterAnswer(t *testing.T) {
+	again := func(next guard.Handler) guard.Handler {
+		return func(ctx context.Context, req *guard.Request) *guard.Response {
+			if next(ctx, req) == nil {
+				return nil
+			}
+			ch := make(chan *guard.Response)
+			go func() { ch <- next(ctx, req) }()
+			return <-ch
+		}
+	}
+	c := startRaw(t, "echo", again)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"twice"}`)
+	m := c.recv()
+	assert.Equal(t, 1.0, m["id"])
+	require.Contains(t, m, "error")
+	assert.Contains(t, m["error"].(map[string]any)["message"], "another goroutine")
 }
 
 func TestServerCrashAnswersPending(t *testing.T) {

@@ -132,7 +132,8 @@ func mcpServer() int {
 }
 
 // rawServer speaks bare JSON-RPC so tests control every byte:
-//   - echo answers each request with {"echo": params}, and "boom" with a crash;
+//   - echo answers each request with {"echo": params}, "hang" never, and
+//     "boom" with a crash;
 //   - stubborn does the same but ignores EOF and SIGTERM;
 //   - badserver first sends garbage and invalid UTF-8, then answers.
 func rawServer(mode string) int {
@@ -159,6 +160,8 @@ func rawServer(mode string) int {
 			continue // notifications and client responses need no answer
 		}
 		switch {
+		case m.Method == "hang":
+			continue // never answered
 		case m.Method == "boom":
 			os.Exit(7)
 		case m.Method == "daemon-then-exit":
