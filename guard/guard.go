@@ -51,17 +51,6 @@ type Handler func(ctx context.Context, req *Request) *Response
 // Middleware is a defence layer: it may answer the request itself (deny),
 // change it before calling next (rewrite), or change what next returned
 // (sanitise a response, inspect a tools/list result).
-//
-// The proxy runs a chain on a coroutine that its read loops resume in
-// turn: the client's until next sends the request, the server's once the
-// answer is in. So a layer's work before next holds up the client's later
-// requests, as it must to keep their order, and its work after next holds
-// up the server's later messages: neither should block for long. A layer
-// may call next more than once, or on a goroutine of its own (the request
-// then goes out through a slower path), but not on another goroutine that
-// it waits for while handling an answer: that call fails at once rather
-// than deadlock the server's read loop. Nor may it call next with its OS
-// thread locked.
 type Middleware func(next Handler) Handler
 
 // Chain composes layers so that layers[0] sees a request first.

@@ -7,12 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -81,16 +78,18 @@ type session struct {
 
 	wg sync.WaitGroup // layered requests until answered
 
-	idle       []*coroutine  // coroutines between requests, under mu
+	// Layered requests run on pooled workers: a fresh goroutine would grow
+	// its stack through the layers' deep calls (JSON decoding, schema
+	// validation) on every request, which costs more than the layers do.
+	idle       chan func()   // a worker waiting for its next request receives here
+	quit       chan struct{} // closed when Serve returns
 	clientDone chan struct{} // closed when the client's stream ends
 }
 
-// waiter is one request in flight. A request forwarded raw has neither co
-// nor ch, and its response is relayed raw. A layered request's response
-// resumes the coroutine running its chain (co), or, when forward could not
-// suspend that coroutine, goes to the goroutine blocked in forward (ch).
+// waiter is one request in flight. ch is nil for a request forwarded raw,
+// whose response is relayed raw; otherwise the response is handed to the
+// goroutine running the chain.
 type waiter struct {
-	co     *coroutine
 	ch     chan *Response
 	cancel context.CancelFunc
 }
@@ -108,8 +107,10 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		stderr:   p.Stderr,
 		toClient: jsonrpc.NewWriter(out),
 		pending:  make(map[string][]*waiter),
+		idle:     make(chan func()),
+		quit:     make(chan struct{}),
 	}
-	defer s.stopIdle()
+	defer close(s.quit) // idle workers exit
 	if s.stderr == nil {
 		s.stderr = os.Stderr
 	}
@@ -308,8 +309,7 @@ func (s *session) maxMessage() int {
 }
 
 // clientRequest forwards a request raw, or runs it through the layers on a
-// coroutine, which this goroutine drives until the request is with the
-// server or answered: the client's order is kept.
+// goroutine of its own, which waits for the server's answer.
 func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, msg *jsonrpc.Message, line []byte) {
 	if s.handler == nil {
 		if s.addPending(h.ID, &waiter{}) {
@@ -329,6 +329,13 @@ func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, msg *json
 		}
 		req.Tool, req.Arguments = p.Name, p.Arguments
 	}
+	orig := &original{
+		line:       append([]byte(nil), line...), // line is only valid until the next read
+		tool:       req.Tool,
+		params:     req.Params,
+		args:       req.Arguments,
+		dispatched: make(chan struct{}),
+	}
 	// Counted under mu while the server is alive: serverGone marks it dead
 	// under mu before Serve waits, so every Add comes before that Wait and
 	// Serve returns only once this request is answered.
@@ -340,220 +347,76 @@ func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, msg *json
 		return
 	}
 	s.wg.Add(1)
-	var co *coroutine
-	if n := len(s.idle); n > 0 {
-		co, s.idle = s.idle[n-1], s.idle[:n-1]
-	}
 	s.mu.Unlock()
-	if co == nil {
-		co = s.newCoroutine(ctx)
-	}
-	co.req = req
-	co.orig = original{
-		line:   append([]byte(nil), line...), // line is only valid until the next read
-		tool:   req.Tool,
-		params: req.Params,
-		args:   req.Arguments,
-	}
-	s.step(co, false)
-}
-
-// A coroutine runs layered requests through the chain, one after another,
-// as an iter.Pull coroutine. Whoever has its next step in hand resumes it
-// on its own thread: the client's read loop for a new request, the
-// server's read loop for the answer, the canceller or the shutdown for a
-// request that ends otherwise. It yields when the chain asks forward to send
-// the request, and when the chain has answered. So a layered request crosses
-// no goroutine hand-off, each of which cost 10-15 µs on these machines
-// (waking a parked goroutine, often through another P), and the coroutine's stack, grown
-// once by the layers' deep calls (JSON decoding, schema validation), serves
-// every later request: a fresh goroutine per request would grow it each time.
-// A coroutine is resumed by one goroutine at a time: the one that took it
-// from the idle list or its waiter from pending.
-type coroutine struct {
-	resume func() (struct{}, bool)
-	stop   func()
-	yield  func(struct{}) bool
-	ctx    context.Context // the session's, carrying the coroutine for forward
-
-	// home is the return address of the loop's call into the chain:
-	// forward suspends the coroutine only when called on its goroutine,
-	// whose stack goes down to that call (see owns).
-	home uintptr
-	// byServer is set while the server's read loop resumes the coroutine.
-	byServer atomic.Bool
-
-	// Set by the resumer before it resumes.
-	req  *Request
-	orig original
-	in   *Response // what the suspended forward returns (nil: cancelled)
-
-	// Set by the coroutine before it yields.
-	send []byte          // forward asks for this line to go to the server ...
-	id   json.RawMessage // ... as the request with this id
-	out  *Response       // the chain's answer, once done
-	done bool
-}
-
-type coroutineKey struct{}
-
-func (s *session) newCoroutine(ctx context.Context) *coroutine {
-	co := &coroutine{}
-	co.ctx = context.WithValue(ctx, coroutineKey{}, co)
-	co.resume, co.stop = iter.Pull(func(yield func(struct{}) bool) {
-		co.yield = yield
-		for {
-			co.out = s.run(co)
-			co.done = true
-			if !yield(struct{}{}) {
-				return // stopped while idle: the session is over
+	s.spawn(func() {
+		defer s.wg.Done()
+		defer orig.done()
+		resp := s.run(context.WithValue(ctx, originalKey{}, orig), req)
+		orig.done() // before the answer, so a layer's denial keeps order too
+		switch {
+		case resp == nil: // cancelled by the client, which expects no answer
+		case resp.raw != nil && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult):
+			// No layer changed the server's answer: relay its own bytes.
+			s.sendClient(resp.raw)
+		default:
+			out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
+			if out.Result == nil && out.Error == nil {
+				out.Result = json.RawMessage("{}")
+			}
+			if err := s.toClient.WriteMessage(&out); err != nil {
+				s.logf("write client: %v", err)
 			}
 		}
 	})
-	return co
+	// Read on only once the request is with the server (or answered by a
+	// layer), so that the client's order is kept.
+	<-orig.dispatched
 }
 
-// owns reports whether the caller runs on co's goroutine, whose stack goes
-// down to co's loop. A layer may call next on a goroutine of its own (a
-// timeout, say); yielding there would leave co's resumer attached to a
-// goroutine that is not co's.
-func (co *coroutine) owns() bool {
-	var pcs [64]uintptr
-	n := runtime.Callers(2, pcs[:])
-	// The loop is near the bottom, above goexit, corostart and iter.Pull's
-	// frame. A stack deeper than pcs is treated as another goroutine's:
-	// forward is then merely slower.
-	for i := n - 1; i >= 0 && i >= n-8; i-- {
-		if pcs[i] == co.home {
-			return true
-		}
-	}
-	return false
-}
-
-// step resumes co until its request is with the server or answered, and
-// then does what it yielded for: sends the request, or writes the answer.
-// byServer tells that the caller is the server's read loop.
-func (s *session) step(co *coroutine, byServer bool) {
-	for {
-		co.byServer.Store(byServer)
-		co.resume()
-		co.byServer.Store(false)
-		if co.done {
-			s.finish(co)
-			return
-		}
-		line, id := co.send, co.id
-		co.send, co.id = nil, nil
-		// Pending before it is sent, so that the answer finds it; the
-		// answer resumes co, which is suspended by now.
-		if s.addPending(id, &waiter{co: co}) {
-			s.sendServer(line)
-			return
-		}
-		co.in = nil // the server is gone; addPending answered the client
-	}
-}
-
-// finish writes a chain's answer to the client and puts its coroutine back
-// on the idle list.
-func (s *session) finish(co *coroutine) {
-	resp, req := co.out, co.req
-	co.out, co.req, co.in, co.done, co.orig = nil, nil, nil, false, original{}
-	switch {
-	case resp == nil: // cancelled by the client, which expects no answer
-	case resp.raw != nil && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult):
-		// No layer changed the server's answer: relay its own bytes.
-		s.sendClient(resp.raw)
+// spawn runs job on an idle worker, or on a new one when none is idle.
+func (s *session) spawn(job func()) {
+	select {
+	case s.idle <- job:
 	default:
-		out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
-		if out.Result == nil && out.Error == nil {
-			out.Result = json.RawMessage("{}")
+		go s.worker(job)
+	}
+}
+
+// worker runs job, then waits for the next one until Serve returns.
+func (s *session) worker(job func()) {
+	for {
+		job()
+		select {
+		case job = <-s.idle:
+		case <-s.quit:
+			return
 		}
-		if err := s.toClient.WriteMessage(&out); err != nil {
-			s.logf("write client: %v", err)
-		}
-	}
-	s.mu.Lock()
-	s.idle = append(s.idle, co)
-	s.mu.Unlock()
-	s.wg.Done()
-}
-
-// answer resumes the chain waiting in w with resp (nil: cancelled), or
-// hands resp to the goroutine waiting in forward. byServer tells that the
-// caller is the server's read loop.
-func (s *session) answer(w *waiter, resp *Response, byServer bool) {
-	if w.co != nil {
-		w.co.in = resp
-		s.step(w.co, byServer)
-		return
-	}
-	w.ch <- resp
-}
-
-// stopIdle ends the idle coroutines once Serve is done with them.
-func (s *session) stopIdle() {
-	s.mu.Lock()
-	idle := s.idle
-	s.idle = nil
-	s.mu.Unlock()
-	for _, co := range idle {
-		co.stop()
 	}
 }
 
-// run calls the chain on co's request; a layer that panics fails its
-// request, not the proxy.
-//
-//go:noinline
-func (s *session) run(co *coroutine) (resp *Response) {
-	if co.home == 0 {
-		var pc [1]uintptr
-		runtime.Callers(2, pc[:]) // the loop, where run returns to
-		co.home = pc[0]
-	}
-	req := co.req
+// run calls the chain; a layer that panics fails its request, not the proxy.
+func (s *session) run(ctx context.Context, req *Request) (resp *Response) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.logf("layer panicked on %s: %v", req.Method, r)
 			resp = &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcpguard: internal error in a layer: %v", r)}}
 		}
 	}()
-	return s.handler(co.ctx, req)
+	return s.handler(ctx, req)
 }
 
 // forward is the innermost Handler: it sends the request to the server and
 // waits for the response. It returns nil when the request was cancelled.
-// Called on a chain's coroutine, it suspends the coroutine, which the
-// answer resumes; otherwise (a layer calling next on a goroutine of its
-// own, or with a context not derived from its own) it blocks.
 func (s *session) forward(ctx context.Context, req *Request) *Response {
-	co, _ := ctx.Value(coroutineKey{}).(*coroutine)
 	var line []byte
-	if co != nil && !co.orig.rewritten(req) {
-		line = co.orig.line
+	o, _ := ctx.Value(originalKey{}).(*original)
+	if o != nil && !o.rewritten(req) {
+		line = o.line
 	} else {
 		var err error
 		if line, err = encodeRequest(req); err != nil {
 			return &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpguard: " + err.Error()}}
 		}
-	}
-	if co != nil && co.owns() {
-		co.send, co.id = line, req.ID
-		ok := co.yield(struct{}{})
-		resp := co.in
-		co.in = nil
-		if !ok {
-			return nil
-		}
-		return resp
-	}
-	if co != nil && co.byServer.Load() {
-		// The server's read loop is running this chain and cannot read
-		// the answer this call would wait for.
-		return &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-			Message: "mcpguard: a layer called next on another goroutine while handling the server's answer"}}
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -562,6 +425,9 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 		return nil // already answered with an error
 	}
 	s.sendServer(line)
+	if o != nil {
+		o.done()
+	}
 	select {
 	case resp := <-w.ch:
 		return resp
@@ -571,13 +437,22 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 	}
 }
 
-// original is the request as the client sent it, so that forward can relay
-// the client's exact bytes when no layer changed the request.
+// original is the request as the client sent it, carried in the context
+// so that forward can relay the client's exact bytes when no layer changed
+// the request.
 type original struct {
 	line         []byte
 	tool         string
 	params, args json.RawMessage
+	// dispatched is closed once the request went to the server or was
+	// answered by a layer, so that the read loop keeps the client's order.
+	dispatched chan struct{}
+	once       sync.Once
 }
+
+func (o *original) done() { o.once.Do(func() { close(o.dispatched) }) }
+
+type originalKey struct{}
 
 // rewritten reports whether a layer changed the request.
 func (o *original) rewritten(req *Request) bool {
@@ -672,12 +547,7 @@ func (s *session) cancelled(line []byte) {
 	if json.Unmarshal(line, &n) != nil || len(n.Params.RequestID) == 0 {
 		return
 	}
-	w, ok := s.takePending(n.Params.RequestID)
-	switch {
-	case !ok:
-	case w.co != nil:
-		s.answer(w, nil, false)
-	case w.cancel != nil:
+	if w, ok := s.takePending(n.Params.RequestID); ok && w.cancel != nil {
 		w.cancel()
 	}
 }
@@ -691,24 +561,15 @@ func (s *session) serverGone(reason string) {
 	pending := s.pending
 	s.pending = make(map[string][]*waiter)
 	s.mu.Unlock()
-	msg := "mcpguard: " + reason
-	var chains []*waiter
 	for id, ws := range pending {
 		for _, w := range ws {
-			switch {
-			case w.co != nil:
-				chains = append(chains, w)
-			case w.ch != nil:
-				w.ch <- &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeServerExited, Message: msg}}
-			default:
-				s.replyError(json.RawMessage(id), jsonrpc.CodeServerExited, msg)
+			resp := &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeServerExited, Message: "mcpguard: " + reason}}
+			if w.ch != nil {
+				w.ch <- resp
+				continue
 			}
+			s.replyError(json.RawMessage(id), jsonrpc.CodeServerExited, "mcpguard: "+reason)
 		}
-	}
-	// Chains last: one may be waiting for a forward on a goroutine of its
-	// own, answered above.
-	for _, w := range chains {
-		s.answer(w, &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeServerExited, Message: msg}}, false)
 	}
 }
 
@@ -760,19 +621,19 @@ func (s *session) serverResponse(h jsonrpc.Header, msg *jsonrpc.Message, line []
 		s.logf("dropped a server response to id %s that no request is waiting for", h.ID)
 		return
 	}
-	if w.co == nil && w.ch == nil {
+	if w.ch == nil {
 		s.sendClient(line)
 		return
 	}
 	if msg == nil {
 		var err error
 		if msg, err = jsonrpc.Parse(line); err != nil {
-			s.answer(w, &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpguard: server sent an invalid response: " + err.Error()}}, true)
+			w.ch <- &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpguard: server sent an invalid response: " + err.Error()}}
 			return
 		}
 	}
-	s.answer(w, &Response{Result: msg.Result, Error: msg.Error,
-		raw: append([]byte(nil), line...), origResult: msg.Result, origError: msg.Error}, true)
+	w.ch <- &Response{Result: msg.Result, Error: msg.Error,
+		raw: append([]byte(nil), line...), origResult: msg.Result, origError: msg.Error}
 }
 
 // decode reads a message's header; in a layered session it decodes the
@@ -810,8 +671,8 @@ func (s *session) failPending(id json.RawMessage, code int, msg string) {
 	if !ok {
 		return
 	}
-	if w.co != nil || w.ch != nil {
-		s.answer(w, &Response{Error: &jsonrpc.Error{Code: code, Message: msg}}, true)
+	if w.ch != nil {
+		w.ch <- &Response{Error: &jsonrpc.Error{Code: code, Message: msg}}
 		return
 	}
 	s.replyError(id, code, msg)
