@@ -3,10 +3,12 @@ package validate
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -45,14 +47,17 @@ type Options struct {
 // every tool's description and schema at first sight in tools/list, hides
 // and blocks tools whose description is poisoned or later changes (rug
 // pull), denies tool results that carry prompt injection, and redacts
-// secrets and strips hidden characters from the rest. State is per
-// middleware value, that is per guarded session.
+// secrets and strips hidden characters from the rest. A client that calls
+// a tool before it has listed any (one that cached the list, say) makes the
+// layer list the server's tools itself first, so that no tool is called
+// unseen. State is per middleware value, that is per guarded session.
 func Responses(o Options) guard.Middleware {
-	s := &session{o: o, pins: map[string]string{}, blocked: map[string]string{}}
+	s := &session{o: o, pins: map[string]string{}, blocked: map[string]string{}, listID: newListID()}
 	return func(next guard.Handler) guard.Handler {
 		return func(ctx context.Context, req *guard.Request) *guard.Response {
 			switch req.Method {
 			case "tools/call":
+				s.ensureListed(ctx, req, next)
 				if rule, ok := s.isBlocked(req.Tool); ok {
 					reason := fmt.Sprintf("tool %q was blocked at tools/list (%s)", req.Tool, rule)
 					s.log(req, audit.Deny, rule, req.Tool, reason)
@@ -62,6 +67,9 @@ func Responses(o Options) guard.Middleware {
 				return s.sanitize(req, resp)
 			case "tools/list":
 				resp := next(ctx, req)
+				if completeList(req, resp) {
+					s.markListed()
+				}
 				return s.tools(req, resp)
 			case "resources/read", "prompts/get":
 				return s.sanitize(req, next(ctx, req))
@@ -76,6 +84,92 @@ type session struct {
 	mu      sync.Mutex
 	pins    map[string]string // tool -> digest of description and schema at first sight
 	blocked map[string]string // tool -> rule that blocked it
+
+	// listMu is held while the layer lists the tools itself, so that
+	// concurrent first calls wait for that list.
+	listMu   sync.Mutex
+	listed   bool            // the tools were listed whole, by the client or the layer
+	relisted map[string]bool // tools called unseen after that, listed again for
+	listID   string          // the id prefix of the layer's own requests
+	listSeq  int             // the layer's own requests so far
+}
+
+// maxListPages bounds the pages the layer follows in its own tools/list.
+const maxListPages = 100
+
+// newListID returns an id prefix for the layer's own tools/list requests
+// that no client's id will equal.
+func newListID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "mcpguard-l2-tools-list-" + hex.EncodeToString(b[:]) + "-"
+}
+
+// completeList reports whether resp answers req with the whole list: the
+// first page, and no next one.
+func completeList(req *guard.Request, resp *guard.Response) bool {
+	if resp == nil || resp.Error != nil {
+		return false
+	}
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	var r struct {
+		NextCursor string `json:"nextCursor"`
+	}
+	json.Unmarshal(req.Params, &p)
+	return json.Unmarshal(resp.Result, &r) == nil && p.Cursor == "" && r.NextCursor == ""
+}
+
+func (s *session) markListed() {
+	s.listMu.Lock()
+	s.listed = true
+	s.listMu.Unlock()
+}
+
+// ensureListed lists the server's tools through next before the first
+// call, unless the client listed them whole, and again, once per tool,
+// when a tool is called that no list showed (one the server added later):
+// each tool is pinned and judged (poisoning, rug pull against the policy's
+// pins) before it is called. A server that fails the list still serves
+// calls, checked as before.
+func (s *session) ensureListed(ctx context.Context, call *guard.Request, next guard.Handler) {
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	if s.listed {
+		s.mu.Lock()
+		_, seen := s.pins[call.Tool]
+		s.mu.Unlock()
+		if seen || s.relisted[call.Tool] {
+			return
+		}
+		if s.relisted == nil {
+			s.relisted = map[string]bool{}
+		}
+		s.relisted[call.Tool] = true
+	}
+	s.listed = true
+	var cursor string
+	for range maxListPages {
+		s.listSeq++
+		req := &guard.Request{Method: "tools/list", ID: json.RawMessage(strconv.Quote(s.listID + strconv.Itoa(s.listSeq))),
+			Server: call.Server, Config: call.Config}
+		if cursor != "" {
+			req.Params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		resp := next(ctx, req)
+		if resp == nil || resp.Error != nil {
+			return
+		}
+		s.judgeTools(req, resp, "the guard's own tools/list; calls to it are denied")
+		var res struct {
+			NextCursor string `json:"nextCursor"`
+		}
+		if json.Unmarshal(resp.Result, &res) != nil || res.NextCursor == "" {
+			return
+		}
+		cursor = res.NextCursor
+	}
 }
 
 func (s *session) isBlocked(tool string) (string, bool) {
@@ -98,10 +192,21 @@ func (s *session) log(req *guard.Request, decision, rule, target, reason string)
 
 // tools inspects a tools/list result, dropping poisoned and changed tools.
 func (s *session) tools(req *guard.Request, resp *guard.Response) *guard.Response {
-	if resp == nil || resp.Error != nil || len(resp.Result) == 0 {
+	out := s.judgeTools(req, resp, "tool removed from tools/list")
+	if out == nil {
 		return resp
 	}
-	out := guard.FilterTools(resp.Result, func(raw json.RawMessage) bool {
+	return &guard.Response{Result: out}
+}
+
+// judgeTools pins and judges every tool of a tools/list result, logging
+// each it blocks with what follows (outcome); it returns the result without
+// the blocked tools, or nil when it blocked none or cannot read the result.
+func (s *session) judgeTools(req *guard.Request, resp *guard.Response, outcome string) json.RawMessage {
+	if resp == nil || resp.Error != nil || len(resp.Result) == 0 {
+		return nil
+	}
+	return guard.FilterTools(resp.Result, func(raw json.RawMessage) bool {
 		var t struct {
 			Name        string          `json:"name"`
 			Title       string          `json:"title"`
@@ -113,15 +218,11 @@ func (s *session) tools(req *guard.Request, resp *guard.Response) *guard.Respons
 		}
 		if rule, reason := s.judgeTool(t.Name, t.Title, t.Description, t.InputSchema); rule != "" {
 			tr := &guard.Request{Method: req.Method, Tool: t.Name}
-			s.log(tr, audit.Rewrite, rule, t.Name, reason+"; tool removed from tools/list")
+			s.log(tr, audit.Rewrite, rule, t.Name, reason+"; "+outcome)
 			return false
 		}
 		return true
 	})
-	if out == nil {
-		return resp
-	}
-	return &guard.Response{Result: out}
 }
 
 // judgeTool pins and checks one listed tool; it returns the rule that
