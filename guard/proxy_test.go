@@ -309,6 +309,33 @@ func TestCancelledRequestEndsItsChain(t *testing.T) {
 	assert.Equal(t, 2.0, c.recv()["id"], "no answer to the cancelled request, and the next one is served")
 }
 
+// A layer may send requests of its own through next (L2 lists the tools
+// before a call the client made unseen): their answers come back to the
+// layer and never reach the client, which gets exactly its own answers.
+func TestLayerOwnRequestsStayInside(t *testing.T) {
+	var seen []string
+	own := func(next guard.Handler) guard.Handler {
+		return func(ctx context.Context, req *guard.Request) *guard.Response {
+			if req.Method == "tools/call" {
+				r := next(ctx, &guard.Request{Method: "tools/list", ID: json.RawMessage(`"layer-own-1"`)})
+				seen = append(seen, string(r.Result))
+			}
+			return next(ctx, req)
+		}
+	}
+	c := startRaw(t, "echo", own)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
+	m := c.recv()
+	assert.Equal(t, 1.0, m["id"])
+	assert.Contains(t, m, "result")
+	select {
+	case extra := <-c.lines:
+		t.Fatalf("the layer's own answer reached the client: %s", extra)
+	case <-time.After(200 * time.Millisecond):
+	}
+	assert.Equal(t, []string{`{"echo":null}`}, seen, "the layer got the answer to its own request")
+}
+
 func TestServerCrashAnswersPending(t *testing.T) {
 	c := startRaw(t, "echo")
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"boom"}`)
