@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -274,6 +275,29 @@ func TestResponsesListedByTheClient(t *testing.T) {
 	listNames(t, h(ctx, &guard.Request{Method: "tools/list"}))
 	assert.Nil(t, h(ctx, &guard.Request{Method: "tools/call", Tool: "read_file"}).Error)
 	assert.Len(t, srv.lists, 3, "the client's first page, then the layer's two")
+}
+
+// A server that never answers the layer's own tools/list delays the first
+// call by ListTimeout, not for good; the call is then checked as before.
+func TestResponsesListTimeout(t *testing.T) {
+	srv := &fakeServer{text: "ok"}
+	hang := func(ctx context.Context, req *guard.Request) *guard.Response {
+		if req.Method == "tools/list" {
+			<-ctx.Done()
+			return nil // what the proxy's forward returns when the wait ends
+		}
+		return srv.handle(ctx, req)
+	}
+	h := guard.Chain(hang, Responses(Options{ListTimeout: 50 * time.Millisecond}))
+	done := make(chan *guard.Response)
+	go func() { done <- h(context.Background(), &guard.Request{Method: "tools/call", Tool: "read_file"}) }()
+	select {
+	case r := <-done:
+		assert.Nil(t, r.Error)
+		assert.Equal(t, 1, srv.calls)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call waited for a list that never came")
+	}
 }
 
 // The policy's pins catch a server that changed between sessions even

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
@@ -41,6 +42,9 @@ type Options struct {
 	// listed tool that differs from its pin is a rug pull even at its first
 	// sight in this session (the server changed between sessions).
 	Pinned func(tool string) string
+	// ListTimeout bounds the wait for each page of the layer's own
+	// tools/list (zero: DefaultListTimeout).
+	ListTimeout time.Duration
 }
 
 // Responses returns the L2 middleware for what servers send back: it pins
@@ -94,8 +98,13 @@ type session struct {
 	listSeq  int             // the layer's own requests so far
 }
 
-// maxListPages bounds the pages the layer follows in its own tools/list.
-const maxListPages = 100
+// maxListPages bounds the pages the layer follows in its own tools/list,
+// and DefaultListTimeout the wait for each: calls wait for that list, and
+// a server that never answers it must not hold them up for good.
+const (
+	maxListPages       = 100
+	DefaultListTimeout = 10 * time.Second
+)
 
 // newListID returns an id prefix for the layer's own tools/list requests
 // that no client's id will equal.
@@ -157,7 +166,13 @@ func (s *session) ensureListed(ctx context.Context, call *guard.Request, next gu
 		if cursor != "" {
 			req.Params, _ = json.Marshal(map[string]string{"cursor": cursor})
 		}
-		resp := next(ctx, req)
+		wait := s.o.ListTimeout
+		if wait <= 0 {
+			wait = DefaultListTimeout
+		}
+		lctx, cancel := context.WithTimeout(ctx, wait)
+		resp := next(lctx, req)
+		cancel()
 		if resp == nil || resp.Error != nil {
 			return
 		}
