@@ -52,8 +52,8 @@ type Options struct {
 // and blocks tools whose description is poisoned or later changes (rug
 // pull), denies tool results that carry prompt injection, and redacts
 // secrets and strips hidden characters from the rest. A client that calls
-// a tool before it has listed any (one that cached the list, say) makes the
-// layer list the server's tools itself first, so that no tool is called
+// a tool without having listed the tools whole (one that cached the list,
+// say) makes the layer list them itself first, so that no tool is called
 // unseen. State is per middleware value, that is per guarded session.
 func Responses(o Options) guard.Middleware {
 	s := &session{o: o, pins: map[string]string{}, blocked: map[string]string{}, listID: newListID()}
