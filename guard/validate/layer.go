@@ -158,6 +158,10 @@ func (s *session) ensureListed(ctx context.Context, call *guard.Request, next gu
 		s.relisted[call.Tool] = true
 	}
 	s.listed = true
+	wait := s.o.ListTimeout
+	if wait <= 0 {
+		wait = DefaultListTimeout
+	}
 	var cursor string
 	for range maxListPages {
 		s.listSeq++
@@ -165,10 +169,6 @@ func (s *session) ensureListed(ctx context.Context, call *guard.Request, next gu
 			Server: call.Server, Config: call.Config}
 		if cursor != "" {
 			req.Params, _ = json.Marshal(map[string]string{"cursor": cursor})
-		}
-		wait := s.o.ListTimeout
-		if wait <= 0 {
-			wait = DefaultListTimeout
 		}
 		lctx, cancel := context.WithTimeout(ctx, wait)
 		resp := next(lctx, req)
