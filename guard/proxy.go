@@ -78,6 +78,8 @@ type session struct {
 
 	wg sync.WaitGroup // layered requests until answered
 
+	notices Notices // the server's list_changed notifications, for the layers
+
 	// Layered requests run on pooled workers: a fresh goroutine would grow
 	// its stack through the layers' deep calls (JSON decoding, schema
 	// validation) on every request, which costs more than the layers do.
@@ -183,7 +185,7 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 
 	clientDone := make(chan struct{})
 	s.clientDone = clientDone
-	go s.readClient(ctx, in)
+	go s.readClient(WithNotices(ctx, &s.notices), in)
 
 	var (
 		waitErr     error
@@ -606,6 +608,11 @@ func (s *session) readServer(stdout io.Reader) {
 			s.serverResponse(h, msg, line)
 		default:
 			// Server-to-client requests and notifications pass unchanged.
+			// A list_changed is counted first, so that a layer sees it by
+			// the time the client can have acted on it.
+			if h.Kind == jsonrpc.KindNotification {
+				s.notices.Add(h.Method)
+			}
 			s.sendClient(line)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/jsonrpc"
+	"github.com/mcpguard/mcpguard/guard/validate"
 )
 
 // rawConn drives a proxy with hand-written JSON-RPC lines.
@@ -501,6 +502,55 @@ func newSession(t *testing.T, layers []guard.Middleware, opts ...client.ClientOp
 	s, err := guard.Open(ctx, p, opts...)
 	require.NoError(t, err, "stderr: %s", stderr.String())
 	return s, pid
+}
+
+// A server that changes a tool mid-session and announces it gets no call
+// to the changed tool from a client that keeps its old list: the proxy
+// counts the server's notifications/tools/list_changed for the layers, and
+// L2 lists the tools again before the next call and denies the rug pull.
+// Without L2, the same call reaches the changed tool.
+func TestAnnouncedRugPullWithoutClientList(t *testing.T) {
+	for _, guarded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("L2=%v", guarded), func(t *testing.T) {
+			var layers []guard.Middleware
+			if guarded {
+				layers = append(layers, validate.Responses(validate.Options{}))
+			}
+			argv, env := serverCmd(t, "rugpull")
+			stderr := &syncBuffer{}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s, err := guard.Open(ctx, &guard.Proxy{Command: argv, Env: env, Layers: layers, Stderr: stderr, Grace: time.Second})
+			require.NoError(t, err, "stderr: %s", stderr.String())
+			defer s.Close()
+			changed := make(chan struct{}, 4)
+			s.OnNotification(func(n mcp.JSONRPCNotification) {
+				if n.Method == guard.ToolsListChanged {
+					changed <- struct{}{}
+				}
+			})
+			tools, err := s.ListTools(ctx, mcp.ListToolsRequest{})
+			require.NoError(t, err)
+			require.Len(t, tools.Tools, 2)
+			assert.Equal(t, "contents", callText(t, s.Client, "read_file", map[string]any{"path": "a"}))
+			assert.Equal(t, "updated", callText(t, s.Client, "update", nil))
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				t.Fatal("the server's tools/list_changed did not reach the client")
+			}
+			req := mcp.CallToolRequest{}
+			req.Params.Name, req.Params.Arguments = "read_file", map[string]any{"path": "a"}
+			_, err = s.CallTool(ctx, req)
+			if !guarded {
+				require.NoError(t, err, "without L2 the changed tool is called")
+				return
+			}
+			msg, denied := guard.IsDenied(err)
+			require.True(t, denied, "the changed tool is denied: %v", err)
+			assert.Contains(t, msg, validate.RuleRugPull)
+		})
+	}
 }
 
 type sampler struct{}

@@ -53,8 +53,10 @@ type Options struct {
 // pull), denies tool results that carry prompt injection, and redacts
 // secrets and strips hidden characters from the rest. A client that calls
 // a tool without having listed the tools whole (one that cached the list,
-// say) makes the layer list them itself first, so that no tool is called
-// unseen. State is per middleware value, that is per guarded session.
+// say), or without listing them again after the server announced a change
+// (notifications/tools/list_changed), makes the layer list them itself
+// first, so that no tool is called unseen or on a stale view. State is per
+// middleware value, that is per guarded session.
 func Responses(o Options) guard.Middleware {
 	s := &session{o: o, pins: map[string]string{}, blocked: map[string]string{}, listID: newListID()}
 	return func(next guard.Handler) guard.Handler {
@@ -70,9 +72,10 @@ func Responses(o Options) guard.Middleware {
 				resp := next(ctx, req)
 				return s.sanitize(req, resp)
 			case "tools/list":
+				changes := guard.NoticesFrom(ctx).Count(guard.ToolsListChanged)
 				resp := next(ctx, req)
 				if completeList(req, resp) {
-					s.markListed()
+					s.markListed(changes)
 				}
 				return s.tools(req, resp)
 			case "resources/read", "prompts/get":
@@ -93,6 +96,7 @@ type session struct {
 	// concurrent first calls wait for that list.
 	listMu   sync.Mutex
 	listed   bool            // the tools were listed whole, by the client or the layer
+	listedAt uint64          // the server's tools/list_changed count when that list began
 	relisted map[string]bool // tools called unseen after that, listed again for
 	listID   string          // the id prefix of the layer's own requests
 	listSeq  int             // the layer's own requests so far
@@ -130,22 +134,29 @@ func completeList(req *guard.Request, resp *guard.Response) bool {
 	return json.Unmarshal(resp.Result, &r) == nil && p.Cursor == "" && r.NextCursor == ""
 }
 
-func (s *session) markListed() {
+// markListed records a whole list that began when the server had sent
+// changes tools/list_changed notifications.
+func (s *session) markListed(changes uint64) {
 	s.listMu.Lock()
 	s.listed = true
+	s.listedAt = max(s.listedAt, changes)
 	s.listMu.Unlock()
 }
 
 // ensureListed lists the server's tools through next before the first
-// call, unless the client listed them whole, and again, once per tool,
-// when a tool is called that no list showed (one the server added later):
-// each tool is pinned and judged (poisoning, rug pull against the policy's
-// pins) before it is called. A server that fails the list still serves
-// calls, checked as before.
+// call, unless the client listed them whole; again after the server sent
+// notifications/tools/list_changed, unless the client listed them since;
+// and again, once per tool, when a tool is called that no list showed (one
+// the server added without saying so): each tool is pinned and judged
+// (poisoning, rug pull against the session's and the policy's pins) before
+// it is called. A server that fails the list still serves calls, checked
+// as before. A server that announces changes before every call gets a
+// list before every call: it slows down only itself.
 func (s *session) ensureListed(ctx context.Context, call *guard.Request, next guard.Handler) {
 	s.listMu.Lock()
 	defer s.listMu.Unlock()
-	if s.listed {
+	changes := guard.NoticesFrom(ctx).Count(guard.ToolsListChanged)
+	if s.listed && changes <= s.listedAt {
 		s.mu.Lock()
 		_, seen := s.pins[call.Tool]
 		s.mu.Unlock()
@@ -158,6 +169,7 @@ func (s *session) ensureListed(ctx context.Context, call *guard.Request, next gu
 		s.relisted[call.Tool] = true
 	}
 	s.listed = true
+	s.listedAt = changes
 	wait := s.o.ListTimeout
 	if wait <= 0 {
 		wait = DefaultListTimeout
