@@ -20,6 +20,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
@@ -113,17 +114,23 @@ func Parse(b []byte, vars map[string]string) (*Manifest, error) {
 	return &m, nil
 }
 
-// Checker enforces a manifest on tool-call arguments.
+// Checker enforces a manifest on tool-call arguments. It is safe for
+// concurrent use.
 type Checker struct {
 	read, write []string
 	hosts       []string
 	vars        []string
 	commands    []string
+
+	// The regexps' verdicts on tool and argument names, which repeat from
+	// call to call: matching writeTools alone cost more than the rest of a
+	// benign call's check.
+	writeTool, commandArg, pathArg *nameMemo
 }
 
 // NewChecker compiles m.
 func NewChecker(m *Manifest) *Checker {
-	c := &Checker{}
+	c := &Checker{writeTool: newNameMemo(writeTools), commandArg: newNameMemo(commandNames), pathArg: newNameMemo(pathNames)}
 	for _, p := range m.Permissions {
 		switch p.Permission {
 		case PermFSRead:
@@ -179,7 +186,7 @@ func (c *Checker) Check(tool string, rawArgs json.RawMessage) *Denial {
 			return &Denial{Rule: RuleMalforms, Target: tool, Reason: "arguments are not a JSON object"}
 		}
 	}
-	write := writeTools.MatchString(tool)
+	write := c.writeTool.match(tool)
 	keys := make([]string, 0, len(args))
 	for k := range args {
 		keys = append(keys, k)
@@ -224,7 +231,7 @@ func (c *Checker) checkString(name, s string, write bool) *Denial {
 		}
 		return nil
 	}
-	if commandNames.MatchString(name) {
+	if c.commandArg.match(name) {
 		f := strings.Fields(s)
 		if len(f) == 0 || !c.commandAllowed(f[0]) {
 			return &Denial{Rule: RuleExec, Target: s,
@@ -238,7 +245,7 @@ func (c *Checker) checkString(name, s string, write bool) *Denial {
 			return c.checkPath(name, v, write)
 		}
 	}
-	if pathNames.MatchString(name) || strings.HasPrefix(s, "/") || strings.HasPrefix(s, "~") || strings.HasPrefix(s, "file://") {
+	if c.pathArg.match(name) || strings.HasPrefix(s, "/") || strings.HasPrefix(s, "~") || strings.HasPrefix(s, "file://") {
 		return c.checkPath(name, s, write)
 	}
 	// Absolute paths inside free text (a query's 'VACUUM INTO /x') are
@@ -249,6 +256,37 @@ func (c *Checker) checkString(name, s string, write bool) *Denial {
 		}
 	}
 	return nil
+}
+
+// maxMemoNames bounds a nameMemo: names come from the client, and one that
+// invents a new name per call gets the regexp, not a growing map.
+const maxMemoNames = 4096
+
+// nameMemo remembers a regexp's verdict on the names it has seen.
+type nameMemo struct {
+	re *regexp.Regexp
+	mu sync.RWMutex
+	m  map[string]bool
+}
+
+func newNameMemo(re *regexp.Regexp) *nameMemo {
+	return &nameMemo{re: re, m: map[string]bool{}}
+}
+
+func (n *nameMemo) match(name string) bool {
+	n.mu.RLock()
+	v, ok := n.m[name]
+	n.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = n.re.MatchString(name)
+	n.mu.Lock()
+	if len(n.m) < maxMemoNames {
+		n.m[name] = v
+	}
+	n.mu.Unlock()
+	return v
 }
 
 // embeddedPath finds absolute or home-relative paths inside text.

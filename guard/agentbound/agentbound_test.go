@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -90,4 +91,21 @@ func TestMiddleware(t *testing.T) {
 	r = h(context.Background(), &guard.Request{Method: "tools/call", Tool: "read_file", Arguments: json.RawMessage(`{"path":"/ws/a"}`)})
 	assert.Nil(t, r.Error)
 	assert.Equal(t, 1, reached)
+}
+
+// The memo of name verdicts answers as the regexp does, and stops growing
+// at its bound.
+func TestNameMemo(t *testing.T) {
+	n := newNameMemo(writeTools)
+	for i := range maxMemoNames + 100 {
+		name := fmt.Sprintf("tool_%d", i)
+		if i%2 == 0 {
+			name = fmt.Sprintf("write_%d", i)
+		}
+		for range 2 { // the second answer comes from the memo, while it has room
+			assert.Equal(t, i%2 == 0, n.match(name), name)
+		}
+	}
+	assert.Len(t, n.m, maxMemoNames)
+	assert.True(t, n.match("ſave_file"), "the regexp's case folding (ſ is s), not a lowercase copy of it")
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/internal/testenv"
 	"github.com/mcpguard/mcpguard/servers"
 )
 
@@ -33,16 +34,7 @@ func BenchmarkPolicy(b *testing.B) { benchPolicy(b, nil) }
 // several times what a warm loop shows. This is the figure to move when
 // BenchmarkGuard's C-app overhead is the target; ns/op includes the
 // eviction, p50-ns and cpu-ns/op do not.
-func BenchmarkPolicyCold(b *testing.B) {
-	// Twice the L2 of these machines' cores (2 MiB each), touched a cache
-	// line at a time; a shared L3 is not evicted, as in the proxy.
-	sweep := make([]byte, 8<<20)
-	benchPolicy(b, func() {
-		for i := 0; i < len(sweep); i += 64 {
-			sweep[i]++
-		}
-	})
-}
+func BenchmarkPolicyCold(b *testing.B) { benchPolicy(b, testenv.Evictor()) }
 
 // benchPolicy runs BenchmarkPolicy; evict, when not nil, runs before each
 // call outside the measured time.
