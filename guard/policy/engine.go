@@ -266,7 +266,11 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 	if len(bytes.TrimSpace(rawArgs)) == 0 || bytes.Equal(bytes.TrimSpace(rawArgs), []byte("null")) {
 		args = map[string]any{}
 	} else {
-		if err := json.Unmarshal(rawArgs, &args); err != nil || args == nil {
+		// Into an interface, not the map: encoding/json then builds the
+		// map directly instead of through reflection (half the cost).
+		var v any
+		err := json.Unmarshal(rawArgs, &v)
+		if args, _ = v.(map[string]any); err != nil || args == nil {
 			return &Violation{Layer: LayerL1, Rule: RuleArgsMalformed, Target: toolName,
 				Reason: "arguments are not a JSON object"}
 		}
