@@ -119,8 +119,8 @@ func threadCPU(tb testing.TB) time.Duration {
 // forwarding) and then the one under test, so that drift falls on both
 // (paired); over-c0-p50-ns is the difference of their medians. For
 // noop-layer it is what running a chain at all costs the proxy (decoding
-// each message whole, the hand-offs to a pooled worker); C-app's minus noop-layer's is
-// what L1+L2 cost in place, on the caches the server left.
+// each message whole, the hand-offs to a pooled worker); C-app's minus
+// noop-layer's is what L1+L2 cost in place, on the caches the server left.
 func BenchmarkPolicyProxy(b *testing.B) {
 	ws := b.TempDir()
 	require.NoError(b, os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("hello from the workspace"), 0o644))
