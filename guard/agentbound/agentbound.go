@@ -25,6 +25,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/validate"
+	"github.com/mcpguard/mcpguard/internal/placeholder"
 )
 
 // Layer is the name C-AB events and denials carry.
@@ -61,8 +62,6 @@ type Permission struct {
 	Commands   []string `json:"commands,omitempty"`
 }
 
-var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
 // Load reads a manifest, expanding ${NAME} from vars (unknown names are
 // an error).
 func Load(file string, vars map[string]string) (*Manifest, error) {
@@ -79,18 +78,9 @@ func Load(file string, vars map[string]string) (*Manifest, error) {
 
 // Parse decodes a manifest.
 func Parse(b []byte, vars map[string]string) (*Manifest, error) {
-	var missing []string
-	b = placeholder.ReplaceAllFunc(b, func(m []byte) []byte {
-		v, ok := vars[string(m[2:len(m)-1])]
-		if !ok {
-			missing = append(missing, string(m))
-			return nil
-		}
-		q, _ := json.Marshal(v)
-		return q[1 : len(q)-1]
-	})
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("unknown placeholder(s) %s", strings.Join(missing, ", "))
+	b, err := placeholder.Expand(b, vars)
+	if err != nil {
+		return nil, fmt.Errorf("parse manifest: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/mcpguard/mcpguard/internal/placeholder"
 )
 
 // OverridesDir is the directory, beside a policy file, that holds operator
@@ -129,7 +131,7 @@ func (p *Policy) Apply(o Override) error {
 // ParseOverrides decodes one override file (an object or an array),
 // expanding placeholders like Parse.
 func ParseOverrides(b []byte, vars map[string]string) ([]Override, error) {
-	exp, err := expand(b, vars)
+	exp, err := placeholder.Expand(b, vars)
 	if err != nil {
 		return nil, err
 	}

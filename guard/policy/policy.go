@@ -8,8 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"regexp"
-	"strings"
+
+	"github.com/mcpguard/mcpguard/internal/placeholder"
 )
 
 // Policy is one server's policy file.
@@ -145,7 +145,7 @@ func Load(path string, vars map[string]string) (*Policy, error) {
 
 // Parse decodes a policy from JSON, expanding placeholders from vars.
 func Parse(b []byte, vars map[string]string) (*Policy, error) {
-	expanded, err := expand(b, vars)
+	expanded, err := placeholder.Expand(b, vars)
 	if err != nil {
 		return nil, err
 	}
@@ -154,28 +154,4 @@ func Parse(b []byte, vars map[string]string) (*Policy, error) {
 		return nil, fmt.Errorf("parse policy: %w", err)
 	}
 	return &p, nil
-}
-
-// placeholder matches ${NAME}; a bare "$" (as in a schema pattern "^a+$")
-// is left alone.
-var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// expand replaces ${NAME} placeholders with JSON-escaped values from vars.
-func expand(b []byte, vars map[string]string) ([]byte, error) {
-	var missing []string
-	out := placeholder.ReplaceAllFunc(b, func(m []byte) []byte {
-		k := string(m[2 : len(m)-1])
-		v, ok := vars[k]
-		if !ok {
-			missing = append(missing, k)
-			return nil
-		}
-		// Escape for a JSON string: the value lands inside quotes.
-		q, _ := json.Marshal(v)
-		return q[1 : len(q)-1]
-	})
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("unknown placeholder(s) ${%s}", strings.Join(missing, "}, ${"))
-	}
-	return out, nil
 }
