@@ -63,6 +63,11 @@ func TestEvalCases(t *testing.T) {
 			reports = append(reports, rep)
 			results, err := r.RunConfig(ctx, cfg, cases, eval.DefaultParallel(), nil)
 			if errors.Is(err, configs.ErrUnavailable) {
+				if testenv.BPF() && bpfConfig(cfg) {
+					// -bpf asks for the kernel configs: a refusal is a failure,
+					// never a skip that CI would count as green.
+					t.Fatalf("-bpf was given but config %s is unavailable: %v", cfg, err)
+				}
 				rep.Skipped = err.Error()
 				t.Skipf("config %s unavailable here: %v", cfg, err)
 			}
@@ -198,4 +203,13 @@ func viableFromGolden(t *testing.T, cases []*eval.Case) map[string]bool {
 		}
 	}
 	return v
+}
+
+// bpfConfig reports whether cfg enforces with BPF LSM (and so must run under -bpf).
+func bpfConfig(cfg string) bool {
+	switch cfg {
+	case configs.CEBPF, configs.CFull, configs.CABEBPF:
+		return true
+	}
+	return false
 }

@@ -24,27 +24,32 @@ func BPF() bool { return *bpf }
 // Update reports whether -update was given.
 func Update() bool { return *update }
 
-// RequireBPF skips tb unless -bpf was given and the test runs as root. The
-// kernel's own refusal is reported by SkipIfNotSupported at load time.
+// RequireBPF skips tb unless -bpf was given. With -bpf the caller asked for
+// the kernel tests to run, so a missing privilege fails tb instead of
+// skipping it: a run that was meant to test enforcement must not pass by
+// testing nothing.
 func RequireBPF(tb testing.TB) {
 	tb.Helper()
 	if !*bpf {
 		tb.Skip("needs -bpf (run as: mcpguard vm -- go test -bpf ./...)")
 	}
 	if os.Geteuid() != 0 {
-		tb.Skip("needs root to load BPF programs")
+		tb.Fatal("-bpf was given but the test does not run as root (BPF programs need root)")
 	}
 }
 
 // SkipIfNotSupported skips tb when err says the kernel lacks or refuses a
 // feature, with the kernel's reason in the skip message, and fails it on any
-// other error.
+// other error. With -bpf a refusal fails tb too (see RequireBPF).
 func SkipIfNotSupported(tb testing.TB, err error) {
 	tb.Helper()
 	if err == nil {
 		return
 	}
 	if errors.Is(err, guard.ErrKernelRefused) {
+		if *bpf {
+			tb.Fatalf("-bpf was given but the kernel refused: %v", err)
+		}
 		tb.Skipf("kernel does not support this here: %v", err)
 	}
 	tb.Fatal(err)
