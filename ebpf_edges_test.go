@@ -339,7 +339,7 @@ func (d edgeDirs) policy() *policy.Policy {
 
 func TestEdgesFailClosedWithoutKernel(t *testing.T) {
 	// Whatever this kernel is, C-ebpf either gets real enforcement or
-	// refuses to build (and so the server is never started).
+	// refuses to build, and then `mcpguard run` never starts the server.
 	pol := filepath.Join(t.TempDir(), "p.json")
 	require.NoError(t, os.WriteFile(pol, []byte(`{"server":"edge","filesystem":{"write":["/nonexistent"]}}`), 0o644))
 	s, err := configs.Build(configs.CEBPF, configs.Options{Server: "edge", PolicyFile: pol})
@@ -350,9 +350,30 @@ func TestEdgesFailClosedWithoutKernel(t *testing.T) {
 		return
 	}
 	require.ErrorIs(t, err, configs.ErrUnavailable)
-	if os.Geteuid() == 0 && !testenv.BPF() {
-		t.Logf("refused here, as expected on a kernel without BPF LSM: %v", err)
+	if testing.Short() {
+		t.Skip("-short: the end-to-end half builds the CLI")
 	}
+
+	// End to end: the server would leave a marker the moment it ran.
+	// Exit status 5 (not started), the config's reason on stderr, and no
+	// marker, now or after the server would have had time to write it.
+	bin := filepath.Join(t.TempDir(), "mcpguard")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/mcpguard")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	marker := filepath.Join(t.TempDir(), "server-ran")
+	run := exec.Command(bin, "run", "--config", configs.CEBPF, "--policy", pol, "--",
+		"sh", "-c", `echo ran > "$0"`, marker)
+	var stderr strings.Builder
+	run.Stderr = &stderr
+	err = run.Run()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "stderr: %s", stderr.String())
+	assert.Equal(t, 5, exit.ExitCode(), "stderr: %s", stderr.String())
+	assert.Contains(t, stderr.String(), "server not started")
+	assert.Contains(t, stderr.String(), "config not available")
+	time.Sleep(200 * time.Millisecond)
+	assert.NoFileExists(t, marker, "the server ran although its config failed closed")
 }
 
 func TestEdgesFailClosedMapsUnavailable(t *testing.T) {

@@ -26,6 +26,13 @@ const exitServerExited = 3
 // exitDenied is the status of `mcpguard call` when a layer denied the call.
 const exitDenied = 4
 
+// exitNotStarted is the status of `run` and `call` when the server was never
+// started: its config cannot run here (a config with L3 fails closed on a
+// kernel without support) or its command could not be started. Distinct
+// from 1 so that a script can tell "the guard refused to run it" from "the
+// tool failed".
+const exitNotStarted = 5
+
 // guardFlags are the flags run and call share.
 type guardFlags struct {
 	config, policy, manifest, audit, server, l3 string
@@ -107,7 +114,7 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 		if errors.Is(err, configs.ErrUnknown) {
 			return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
-		return nil, nil, err
+		return nil, nil, &exitCode{code: exitNotStarted, err: fmt.Errorf("server not started: %w", err)}
 	}
 	if setup.Sandbox != nil {
 		// Say which kernel backend enforces, and what it cannot stop, so
@@ -141,8 +148,9 @@ Put it in an MCP client's config in place of the server command, e.g.
   "args": ["run", "--config", "C0", "--", "npx", "@modelcontextprotocol/server-filesystem", "/data"]
 
 Exit status: 0 when the client closed the session, 3 when the server exited
-on its own (every request in flight got a JSON-RPC error first), 1 when the
-server could not be started (a config with L3 fails closed here), 2 for usage.`)
+on its own (every request in flight got a JSON-RPC error first), 5 when the
+server was not started (its config cannot run here: a config with L3 fails
+closed), 1 for other errors, 2 for usage.`)
 	var g guardFlags
 	g.register(fs)
 	flags, argv := splitDashes(args)
@@ -173,7 +181,8 @@ result (the CallToolResult as JSON) on stdout and ends the session.
 
 Exit status: 0 on success, 1 when the tool reported an error (the result is
 still printed) or the call failed, 4 when a layer of the guard denied the
-call (the rule is named on stderr), 2 for usage.`)
+call (the rule is named on stderr), 5 when the server was not started (its
+config cannot run here, or it exited before answering initialize), 2 for usage.`)
 	var g guardFlags
 	g.register(fs)
 	tool := fs.String("tool", "", "tool `name` to call (required)")
@@ -199,7 +208,7 @@ call (the rule is named on stderr), 2 for usage.`)
 	defer cancel()
 	sess, err := guard.Open(ctx, p)
 	if err != nil {
-		return err
+		return &exitCode{code: exitNotStarted, err: fmt.Errorf("server not started: %w", err)}
 	}
 	req := mcp.CallToolRequest{}
 	req.Params.Name = *tool
