@@ -12,10 +12,15 @@ command -v git >/dev/null || need+=(git)
 command -v python3 >/dev/null || need+=(python3)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+# apt-get needs root: as another user it goes through sudo.
+sudo=()
+if [ "$(id -u)" != 0 ]; then
+	sudo=(sudo)
+fi
 if ((${#need[@]})); then
 	echo "deps: apt-get install ${need[*]}" >&2
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+	"${sudo[@]}" apt-get update -qq
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 
 go mod download
