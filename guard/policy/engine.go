@@ -41,6 +41,8 @@ const (
 	RulePathEncoded     = "path.encoded_traversal"
 	RulePathRelative    = "path.relative"
 	RulePathUnresolved  = "path.unresolvable"
+	RulePathHome        = "path.home"
+	RulePathFileURI     = "path.file_uri"
 	RuleURLMalformed    = "url.malformed"
 	RuleURLScheme       = "url.scheme"
 	RuleURLUserinfo     = "url.userinfo"
@@ -414,6 +416,10 @@ func (e *Engine) checkPath(t *tool, a *argRule, s string) *Violation {
 				rule = RulePathEncoded
 			case errors.Is(err, validate.ErrRelative), errors.Is(err, validate.ErrEmptyPath):
 				rule = RulePathRelative
+			case errors.Is(err, validate.ErrHome):
+				rule = RulePathHome
+			case errors.Is(err, validate.ErrFileURI):
+				rule = RulePathFileURI
 			}
 			return &Violation{Layer: LayerL2, Rule: rule, Target: s,
 				Reason: fmt.Sprintf("argument %q: %v", a.name, err)}
@@ -422,7 +428,7 @@ func (e *Engine) checkPath(t *tool, a *argRule, s string) *Violation {
 		canon = lexicalPath(s, e.pathOpts)
 		if canon == "" {
 			return &Violation{Layer: LayerL1, Rule: RulePathRelative, Target: s,
-				Reason: fmt.Sprintf("argument %q: relative path with no workdir", a.name)}
+				Reason: fmt.Sprintf("argument %q: relative path with no workdir, ~ with no home, or a file URI that names no local path", a.name)}
 		}
 	}
 	ok := t.write.Contains(canon)
@@ -437,7 +443,17 @@ func (e *Engine) checkPath(t *tool, a *argRule, s string) *Violation {
 }
 
 func lexicalPath(s string, o validate.PathOptions) string {
-	if o.Home != "" && (s == "~" || strings.HasPrefix(s, "~/")) {
+	if validate.IsFileURI(s) {
+		p, err := validate.FileURIPath(s)
+		if err != nil {
+			return ""
+		}
+		s = p
+	}
+	if strings.HasPrefix(s, "~") {
+		if o.Home == "" || !(s == "~" || strings.HasPrefix(s, "~/")) {
+			return ""
+		}
 		s = o.Home + s[1:]
 	}
 	if !filepath.IsAbs(s) {
