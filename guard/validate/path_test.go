@@ -127,7 +127,6 @@ func TestRootsPrefixSemantics(t *testing.T) {
 	assert.Error(t, err)
 }
 
-
 func TestCanonPathNoHome(t *testing.T) {
 	_, ws := tree(t)
 	for _, in := range []string{"~", "~/a.txt", "~root", "~root/x"} {
