@@ -306,7 +306,7 @@ var programs = map[string]*progSpec{
 			'c': deniedVal("sets configuration: core.fsmonitor, core.sshCommand, alias.x=!cmd run programs"),
 		},
 		long: map[string]optSpec{
-			"no-pager": flag, "git-dir": fileVal, "work-tree": fileVal, "no-optional-locks": flag,
+			"version": flag, "help": flag, "no-pager": flag, "git-dir": fileVal, "work-tree": fileVal, "no-optional-locks": flag,
 			"literal-pathspecs": flag, "no-replace-objects": flag, "bare": flag,
 			"config-env": deniedVal("sets configuration from the environment"),
 			"exec-path":  deniedVal("changes where git finds the programs it runs"),

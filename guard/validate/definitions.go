@@ -152,11 +152,10 @@ func ScanServerMessage(method string, params json.RawMessage) ServerMessageVerdi
 	if len(params) == 0 || json.Unmarshal(params, &v) != nil {
 		return ServerMessageVerdict{}
 	}
-	var texts []string
+	texts := readingOrder(v, nil)
 	var found *Finding
 	changed := false
 	v = walkValues(v, func(str string) string {
-		texts = append(texts, str)
 		if found == nil {
 			if f, ok := FindInjection(str); ok {
 				found = &f

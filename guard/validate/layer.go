@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -400,12 +401,11 @@ func (s *session) sanitize(req *guard.Request, resp *guard.Response) *guard.Resp
 	var deepSecret *Finding
 	hiddenSeen := false
 	var secretKinds []string
-	var texts []string
 	checkInject := !s.waived(req.Tool, RuleResponseInject)
 	redact := !s.waived(req.Tool, RuleResponseSecret)
 	strip := !s.waived(req.Tool, RuleResponseHidden)
+	texts := readingOrder(v, nil)
 	v = walkValues(v, func(str string) string {
-		texts = append(texts, str)
 		if checkInject && inject == nil {
 			if f, ok := FindInjection(str); ok {
 				inject = &f
@@ -473,6 +473,35 @@ func (s *session) sanitize(req *guard.Request, resp *guard.Response) *guard.Resp
 		s.log(req, audit.Rewrite, RuleResponseSecret, strings.Join(dedup(secretKinds), ","), "secrets redacted from the result")
 	}
 	return &guard.Response{Result: out}
+}
+
+// readingOrder appends the strings of v in the order a client shows them:
+// arrays in order, object keys sorted, and without the values of keys that
+// label rather than say something (type, mimeType, role, uri), so that the
+// text of consecutive content items ends up adjacent.
+func readingOrder(v any, out []string) []string {
+	switch t := v.(type) {
+	case string:
+		out = append(out, t)
+	case []any:
+		for _, x := range t {
+			out = readingOrder(x, out)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			switch k {
+			case "type", "mimeType", "role", "uri":
+				continue
+			}
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = readingOrder(t[k], out)
+		}
+	}
+	return out
 }
 
 // resultName names what answered req, for reasons.
