@@ -58,12 +58,27 @@ func FuzzCanonPath(f *testing.F) {
 	})
 }
 
-// kernelPath asks the kernel where p (or, when p does not exist, its
-// deepest existing ancestor with the missing rest appended) leads.
+// kernelPath asks the kernel where p leads: the longest prefix of p's
+// components (taken as written, not cleaned) that the kernel opens, read
+// back through /proc/self/fd, with the missing rest appended lexically (a
+// server that creates those directories gets there). A dangling symlink is
+// followed by hand: the kernel would create its target.
 func kernelPath(p string) (string, bool) {
-	rest := ""
-	for {
-		fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	return kernelPathDepth(p, 0)
+}
+
+func kernelPathDepth(p string, depth int) (string, bool) {
+	if depth > 40 {
+		return "", false
+	}
+	comps := strings.Split(p, "/")
+	for n := len(comps); n >= 1; n-- {
+		prefix := strings.Join(comps[:n], "/")
+		if prefix == "" {
+			prefix = "/"
+		}
+		rest := strings.Join(comps[n:], "/")
+		fd, err := unix.Open(prefix, unix.O_PATH|unix.O_CLOEXEC, 0)
 		if err == nil {
 			real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 			unix.Close(fd)
@@ -75,23 +90,14 @@ func kernelPath(p string) (string, bool) {
 		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENAMETOOLONG) || errors.Is(err, syscall.EINVAL) {
 			return "", false
 		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return "", false
-		}
 		if errors.Is(err, syscall.ENOENT) {
-			// A dangling symlink as the last component: the kernel
-			// would create its target, so follow the link by hand.
-			if target, lerr := os.Readlink(p); lerr == nil {
+			if target, lerr := os.Readlink(prefix); lerr == nil {
 				if !filepath.IsAbs(target) {
-					target = filepath.Join(parent, target)
+					target = strings.Join(comps[:n-1], "/") + "/" + target
 				}
-				p = filepath.Join(target, rest)
-				rest = ""
-				continue
+				return kernelPathDepth(target+"/"+rest, depth+1)
 			}
 		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = parent
 	}
+	return "", false
 }
