@@ -119,7 +119,7 @@ func FindSecret(s string) (Finding, bool) {
 // so the per-string walk can be skipped. JSON escapes (\u0024 is "$")
 // always count as a possible risk.
 func MayCarryContentRisk(raw []byte) bool {
-	if bytes.Contains(raw, []byte(`\u`)) || b64Run.Match(raw) {
+	if bytes.Contains(raw, []byte(`\u`)) || hasB64Run(raw) {
 		return true
 	}
 	for _, c := range raw {

@@ -370,7 +370,7 @@ func suspicious(raw []byte) bool {
 			return true
 		}
 	}
-	if bytes.Contains(raw, []byte(`\u`)) || b64Run.Match(raw) {
+	if bytes.Contains(raw, []byte(`\u`)) || hasB64Run(raw) {
 		return true
 	}
 	var arr [1024]byte

@@ -2,7 +2,6 @@ package validate
 
 import (
 	"encoding/base64"
-	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -81,17 +80,73 @@ func Skeleton(s string) string {
 	return homoglyphs.Replace(n)
 }
 
-// b64Run finds runs that may be base64 (standard or URL alphabet) long
-// enough to hide a sentence or a key.
-var b64Run = regexp.MustCompile(`[A-Za-z0-9+/_-]{24,}={0,2}`)
+// minB64Run is the shortest base64 run worth decoding: 18 bytes, enough
+// for a short sentence or the head of a key.
+const minB64Run = 24
 
 // maxDecoded bounds how many base64 runs of one string are decoded.
 const maxDecoded = 32
 
+func b64Char(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '_' || c == '-'
+}
+
+// b64Runs returns up to max runs of base64 characters (standard or URL
+// alphabet, with their padding) at least minB64Run long. A run with a "/"
+// more often than every 16 characters is a path, not base64 (where "/" is
+// one character in 64), and is skipped.
+func b64Runs(s string, max int) []string {
+	var out []string
+	for i := 0; i < len(s) && len(out) < max; {
+		if !b64Char(s[i]) {
+			i++
+			continue
+		}
+		j, slashes := i, 0
+		for j < len(s) && b64Char(s[j]) {
+			if s[j] == '/' {
+				slashes++
+			}
+			j++
+		}
+		end := j
+		for end < len(s) && end-j < 2 && s[end] == '=' {
+			end++
+		}
+		if j-i >= minB64Run && slashes*16 <= j-i {
+			out = append(out, s[i:end])
+		}
+		i = end
+		if i == j {
+			i++
+		}
+	}
+	return out
+}
+
+// hasB64Run reports whether b holds a base64 run b64Runs would return.
+func hasB64Run(b []byte) bool {
+	run, slashes := 0, 0
+	for _, c := range b {
+		if b64Char(c) {
+			run++
+			if c == '/' {
+				slashes++
+			}
+			if run >= minB64Run && slashes*16 <= run {
+				return true
+			}
+			continue
+		}
+		run, slashes = 0, 0
+	}
+	return false
+}
+
 // decodedRuns returns the printable texts hidden in base64 runs of s.
 func decodedRuns(s string) []string {
 	var out []string
-	for _, m := range b64Run.FindAllString(s, maxDecoded) {
+	for _, m := range b64Runs(s, maxDecoded) {
 		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
 			b, err := enc.DecodeString(m)
 			if err != nil {
