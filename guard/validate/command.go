@@ -3,6 +3,8 @@ package validate
 import (
 	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -365,9 +367,69 @@ func ArgvWords(prog string, args []string) ([]Word, error) {
 	}
 	spec := programs[base]
 	if spec == nil {
+		// A name the allow-list reaches through a symlink (/usr/bin/gitx
+		// -> git) gets the rules of the program it is.
+		if p, err := exec.LookPath(prog); err == nil {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				base = filepath.Base(r)
+				spec = programs[base]
+			}
+		}
+	}
+	if why, ok := launchers[base]; ok && len(args) > 0 {
+		return nil, fmt.Errorf("%w: %s %s", ErrOption, base, why)
+	}
+	if flags, ok := interpreters[base]; ok {
+		if err := interpreterArgs(base, flags, args); err != nil {
+			return nil, err
+		}
+	}
+	if spec == nil {
 		return genericWords(args), nil
 	}
 	return spec.words(base, args)
+}
+
+// launchers run the program their arguments name: an exec allow-list that
+// admits one admits everything, so they take no arguments.
+var launchers = map[string]string{
+	"env": "runs another program", "timeout": "runs another program", "nice": "runs another program",
+	"nohup": "runs another program", "xargs": "runs another program", "sudo": "runs another program",
+	"su": "runs another program", "setsid": "runs another program", "stdbuf": "runs another program",
+	"chroot": "runs another program", "nsenter": "runs another program", "flock": "runs another program",
+	"watch": "runs another program", "busybox": "runs another program", "doas": "runs another program",
+	"strace": "runs another program", "ltrace": "runs another program", "time": "runs another program",
+	"awk": "runs the program given as its first operand (system())", "gawk": "runs the program given as its first operand (system())",
+	"mawk": "runs the program given as its first operand (system())",
+	"sed":  "runs its script, whose e command runs programs and w command writes files",
+}
+
+// interpreters run code given on their command line with these short
+// options (or the long ones, for node).
+var interpreters = map[string]string{
+	"sh": "c", "bash": "c", "dash": "c", "zsh": "c", "ksh": "c", "ash": "c", "fish": "c",
+	"python": "cm", "python3": "cm", "perl": "eEM", "ruby": "e", "node": "epr", "php": "r",
+}
+
+// interpreterArgs refuses the options with which an interpreter runs code
+// from its command line (sh -c, python -c, node -e, ...), clustered or not.
+func interpreterArgs(prog, flags string, args []string) error {
+	for _, a := range args {
+		if a == "--" || !strings.HasPrefix(a, "-") {
+			break
+		}
+		if strings.HasPrefix(a, "--") {
+			switch strings.SplitN(a, "=", 2)[0] {
+			case "--eval", "--print", "--command", "--rcfile", "--init-file", "--require", "--import":
+				return fmt.Errorf("%w: %s %s (runs code from the command line)", ErrOption, prog, a)
+			}
+			continue
+		}
+		if strings.ContainsAny(a[1:], flags) {
+			return fmt.Errorf("%w: %s %s (runs code from the command line)", ErrOption, prog, a)
+		}
+	}
+	return nil
 }
 
 // genericWords is ArgvWords for a program whose options are unknown: every
@@ -546,7 +608,7 @@ func (s *progSpec) subOption(prog, sub, a string) ([]Word, error) {
 		name, val, hasVal := strings.Cut(a[2:], "=")
 		for d, why := range s.subDeny {
 			// Exact, or an abbreviation git would expand to it.
-			if name == d || len(name) >= 3 && strings.HasPrefix(d, name) {
+			if name == d || len(name) >= 2 && strings.HasPrefix(d, name) {
 				return nil, fmt.Errorf("%w: %s %s --%s (%s)", ErrOption, prog, sub, name, why)
 			}
 		}

@@ -70,6 +70,16 @@ func TestArgvWordsKnownPrograms(t *testing.T) {
 		{"curl", "-L", "http://a/"},
 		{"curl", "-sL", "http://a/"},
 		{"curl", "--upload-file", "/etc/passwd", "http://a/"},
+		{"sh", "-c", "cat /etc/passwd"},
+		{"bash", "-xc", "id"},
+		{"python3", "-c", "import os"},
+		{"node", "-e", "1"},
+		{"node", "--eval=1"},
+		{"env", "git", "status"},
+		{"xargs", "cat"},
+		{"awk", "BEGIN{system(\"id\")}"},
+		{"sed", "-n", "w /tmp/x", "notes.txt"},
+		{"timeout", "5", "cat", "/etc/passwd"},
 	}
 	for _, argv := range refused {
 		_, err := ArgvWords(argv[0], argv[1:])
@@ -100,6 +110,14 @@ func TestArgvWordsKnownPrograms(t *testing.T) {
 	got, err = ArgvWords("curl", []string{"-sS", "-H", "Accept: x", "http://127.0.0.2/w"})
 	require.NoError(t, err)
 	assert.Equal(t, []Word{{"Accept: x", RolePlain}, {"http://127.0.0.2/w", RoleURL}}, got)
+}
+
+func TestArgvWordsInterpreterScripts(t *testing.T) {
+	got, err := ArgvWords("python3", []string{"-u", "script.py", "-c", "x"})
+	require.NoError(t, err, "options after the script are the script's")
+	assert.Contains(t, got, Word{"script.py", RoleFile})
+	_, err = ArgvWords("env", nil)
+	assert.NoError(t, err, "env alone prints the environment of the server, which L1 filtered")
 }
 
 func TestArgvWordsGeneric(t *testing.T) {
