@@ -355,6 +355,8 @@ func TestEngineCheckRequest(t *testing.T) {
 		{"prompts/get", `{"name":"p","arguments":{"a":"AKIA","b":"IOSFODNN7EXAMPLE"}}`, RuleSecret},
 		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"file","value":"~/.ssh/"}}`, RulePathHome},
 		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"file","value":"do"}}`, ""},
+		{"completion/complete", `{"ref":{"type":"ref/resource","uri":"file:///{+path}"},"argument":{"name":"path","value":"etc/passwd"}}`, RulePathOutside},
+		{"completion/complete", `{"ref":{"type":"ref/resource","uri":"file://` + f.ws + `/{path}"},"argument":{"name":"path","value":"no"}}`, ""},
 	}
 	for _, c := range cases {
 		v := e.CheckRequest(context.Background(), c.method, json.RawMessage(c.params))

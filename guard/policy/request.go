@@ -67,6 +67,10 @@ func (e *Engine) CheckRequest(ctx context.Context, method string, params json.Ra
 		return e.checkLoose(ctx, t, p.Arguments)
 	case "completion/complete":
 		var p struct {
+			Ref struct {
+				Type string `json:"type"`
+				URI  string `json:"uri"`
+			} `json:"ref"`
 			Argument struct {
 				Name  string `json:"name"`
 				Value any    `json:"value"`
@@ -84,6 +88,16 @@ func (e *Engine) CheckRequest(ctx context.Context, method string, params json.Ra
 			args["context."+k] = v
 		}
 		args["argument:"+p.Argument.Name] = p.Argument.Value
+		if v, ok := p.Argument.Value.(string); ok && p.Ref.Type == "ref/resource" && p.Ref.URI != "" {
+			// The server completes the value inside the template's URI
+			// ("file:///{path}" with "etc/passwd" is file:///etc/passwd).
+			if uri, ok := expandTemplate(p.Ref.URI, p.Argument.Name, v); ok {
+				if bad := e.checkResourceURI(ctx, t, uri); bad != nil {
+					bad.Arg = p.Argument.Name
+					return bad
+				}
+			}
+		}
 		return e.checkLoose(ctx, t, args)
 	}
 	return nil
@@ -179,4 +193,20 @@ func hasDotDotSeg(s string) bool {
 		}
 	}
 	return false
+}
+
+// expandTemplate substitutes value for the variable name in an RFC 6570
+// URI template ({name}, {+name}, {/name}, {#name}); false when the
+// template does not use it.
+func expandTemplate(tmpl, name, value string) (string, bool) {
+	for _, op := range []string{"", "+", "/", "#"} {
+		v := "{" + op + name + "}"
+		if strings.Contains(tmpl, v) {
+			if op == "/" {
+				value = "/" + value
+			}
+			return strings.ReplaceAll(tmpl, v, value), true
+		}
+	}
+	return "", false
 }
