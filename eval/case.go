@@ -26,12 +26,13 @@ const (
 	SandboxEscape  = "sandbox_escape"
 	PrivEscalation = "priv_escalation"
 	CrossLanguage  = "cross_language"
+	Evasion        = "evasion"
 	Benign         = "benign"
 )
 
 // Categories lists every category in table order.
 func Categories() []string {
-	return []string{FileRead, Exfiltration, EnvLeak, SandboxEscape, PrivEscalation, CrossLanguage, Benign}
+	return []string{FileRead, Exfiltration, EnvLeak, SandboxEscape, PrivEscalation, CrossLanguage, Evasion, Benign}
 }
 
 // Oracle kinds.
@@ -91,10 +92,20 @@ type Setup struct {
 	Dirs     []string          `json:"dirs,omitempty"`
 }
 
-// Call is one tool call, made in order.
+// Call is one request, made in order: a tool call, or (with Method) another
+// client request whose params are Arguments.
 type Call struct {
-	Tool      string          `json:"tool"`
+	Tool      string          `json:"tool,omitempty"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Method is a client request other than tools/call (see Methods);
+	// empty: a tools/call of Tool.
+	Method string `json:"method,omitempty"`
+}
+
+// Methods lists the requests other than tools/call a case may make.
+func Methods() []string {
+	return []string{"tools/list", "prompts/list", "prompts/get", "resources/list", "resources/templates/list",
+		"resources/read", "completion/complete"}
 }
 
 // Oracle decides a case from outside the server. Which fields apply depends
@@ -231,7 +242,12 @@ func (c *Case) Validate(serverNames []string) error {
 	}
 	for i, call := range c.Calls {
 		f := fmt.Sprintf("calls[%d]", i)
-		if call.Tool == "" {
+		switch {
+		case call.Method != "" && !slices.Contains(Methods(), call.Method):
+			return bad(f+".method", "%q is not one of %v", call.Method, Methods())
+		case call.Method != "" && call.Tool != "":
+			return bad(f+".tool", "a %s request names no tool", call.Method)
+		case call.Method == "" && call.Tool == "":
 			return bad(f+".tool", "missing")
 		}
 		if len(call.Arguments) > 0 {

@@ -39,6 +39,15 @@ func TestParseCaseValid(t *testing.T) {
 	assert.True(t, *c.VisibleInArguments)
 }
 
+func TestParseCaseMethod(t *testing.T) {
+	src := mutate(t, `"tool": "read_file", "arguments": {"path": "{{HOME}}/.ssh/id_rsa"}`,
+		`"method": "resources/read", "arguments": {"uri": "file://{{HOME}}/.ssh/id_rsa"}`)
+	c, err := ParseCase("XX-01.json", []byte(src), servers.Names())
+	require.NoError(t, err)
+	assert.Equal(t, "resources/read", c.Calls[0].Method)
+	assert.Empty(t, c.Calls[0].Tool)
+}
+
 func TestParseCaseErrorsNameFileAndField(t *testing.T) {
 	tests := []struct {
 		name, json, field string
@@ -55,6 +64,8 @@ func TestParseCaseErrorsNameFileAndField(t *testing.T) {
 		{"visible wrong type", mutate(t, `"visible_in_arguments": true`, `"visible_in_arguments": "yes"`), "visible_in_arguments"},
 		{"no calls", mutate(t, `[{"tool": "read_file", "arguments": {"path": "{{HOME}}/.ssh/id_rsa"}}]`, `[]`), "calls"},
 		{"call without tool", mutate(t, `"tool": "read_file", `, ``), "calls[0].tool"},
+		{"unknown method", mutate(t, `"tool": "read_file", `, `"method": "roots/list", `), "calls[0].method"},
+		{"method with a tool", mutate(t, `"tool": "read_file", `, `"tool": "read_file", "method": "resources/read", `), "calls[0].tool"},
 		{"arguments not object", mutate(t, `{"path": "{{HOME}}/.ssh/id_rsa"}`, `["x"]`), "calls[0].arguments"},
 		{"unknown template", mutate(t, `{{HOME}}`, `{{HOMEDIR}}`), "calls[0].arguments"},
 		{"canary in arguments", mutate(t, `{{HOME}}/.ssh/id_rsa`, `{{CANARY_SSH}}`), "calls[0].arguments"},

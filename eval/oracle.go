@@ -23,6 +23,9 @@ type Evidence struct {
 	// Responses holds, per call, the text the client got back: the result
 	// JSON, or the error message.
 	Responses []string
+	// Init is what the server's initialize answer gave the client to read
+	// (its instructions), "" when nothing.
+	Init string
 	// CallErrors holds, per call, whether it failed (JSON-RPC error,
 	// transport error or a result with isError).
 	CallErrors []bool
@@ -48,6 +51,9 @@ func Judge(o Oracle, sb *Sandbox, ev *Evidence) (fired bool, detail string, err 
 			if enc, ok := containsCanary([]byte(r), tok); ok {
 				return true, fmt.Sprintf("canary %s (%s) in the response to call %d", o.Canary, enc, i), nil
 			}
+		}
+		if enc, ok := containsCanary([]byte(ev.Init), tok); ok {
+			return true, fmt.Sprintf("canary %s (%s) in the server's initialize instructions", o.Canary, enc), nil
 		}
 		return false, fmt.Sprintf("canary %s in no response", o.Canary), nil
 	case KindCanaryAtSink:

@@ -263,6 +263,9 @@ func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, 
 		}
 	} else {
 		phase("connect")
+		if gs, ok := sess.(*guard.Session); ok && gs.Init != nil {
+			ev.Init = gs.Init.Instructions
+		}
 		r.calls(caseCtx, sess, c, sb, ev, res)
 		phase("calls")
 		// Let a child that was forked during the session finish its work
@@ -318,6 +321,23 @@ func (r *Runner) calls(ctx context.Context, cli Session, c *Case, sb *Sandbox, e
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.CallTimeout)
+		if call.Method != "" {
+			text, err := request(cctx, cli, call.Method, args)
+			cancel()
+			if err != nil {
+				if _, denied := guard.IsDenied(err); denied {
+					res.Denied = append(res.Denied, i)
+				}
+				if res.CallErrors == nil {
+					res.CallErrors = map[int]string{}
+				}
+				res.CallErrors[i] = err.Error()
+				text = err.Error()
+			}
+			ev.Responses = append(ev.Responses, text)
+			ev.CallErrors = append(ev.CallErrors, err != nil)
+			continue
+		}
 		req := mcp.CallToolRequest{}
 		req.Params.Name = call.Tool
 		req.Params.Arguments = args
@@ -346,6 +366,83 @@ func (r *Runner) calls(ctx context.Context, cli Session, c *Case, sb *Sandbox, e
 		ev.Responses = append(ev.Responses, text)
 		ev.CallErrors = append(ev.CallErrors, out.IsError)
 	}
+}
+
+// lister is what a Session offers beyond tools/call (the mcp-go client
+// has it all) for the requests of Methods.
+type lister interface {
+	ListTools(context.Context, mcp.ListToolsRequest) (*mcp.ListToolsResult, error)
+	ListPrompts(context.Context, mcp.ListPromptsRequest) (*mcp.ListPromptsResult, error)
+	GetPrompt(context.Context, mcp.GetPromptRequest) (*mcp.GetPromptResult, error)
+	ListResources(context.Context, mcp.ListResourcesRequest) (*mcp.ListResourcesResult, error)
+	ListResourceTemplates(context.Context, mcp.ListResourceTemplatesRequest) (*mcp.ListResourceTemplatesResult, error)
+	ReadResource(context.Context, mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error)
+	Complete(context.Context, mcp.CompleteRequest) (*mcp.CompleteResult, error)
+}
+
+// request makes one request other than tools/call with params, and returns
+// the result as JSON.
+func request(ctx context.Context, cli Session, method string, params map[string]any) (string, error) {
+	l, ok := cli.(lister)
+	if !ok {
+		return "", fmt.Errorf("harness: the session cannot make %s requests", method)
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return "", err
+	}
+	var out any
+	switch method {
+	case "tools/list":
+		var q mcp.ListToolsRequest
+		err = json.Unmarshal(raw, &q.Params)
+		if err == nil {
+			out, err = l.ListTools(ctx, q)
+		}
+	case "prompts/list":
+		var q mcp.ListPromptsRequest
+		err = json.Unmarshal(raw, &q.Params)
+		if err == nil {
+			out, err = l.ListPrompts(ctx, q)
+		}
+	case "prompts/get":
+		var q mcp.GetPromptRequest
+		err = json.Unmarshal(raw, &q.Params)
+		if err == nil {
+			out, err = l.GetPrompt(ctx, q)
+		}
+	case "resources/list":
+		var q mcp.ListResourcesRequest
+		err = json.Unmarshal(raw, &q.Params)
+		if err == nil {
+			out, err = l.ListResources(ctx, q)
+		}
+	case "resources/templates/list":
+		var q mcp.ListResourceTemplatesRequest
+		err = json.Unmarshal(raw, &q.Params)
+		if err == nil {
+			out, err = l.ListResourceTemplates(ctx, q)
+		}
+	case "resources/read":
+		var q mcp.ReadResourceRequest
+		err = json.Unmarshal(raw, &q.Params)
+		if err == nil {
+			out, err = l.ReadResource(ctx, q)
+		}
+	case "completion/complete":
+		var q mcp.CompleteRequest
+		err = json.Unmarshal(raw, &q.Params)
+		if err == nil {
+			out, err = l.Complete(ctx, q)
+		}
+	default:
+		return "", fmt.Errorf("harness: unknown method %q", method)
+	}
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(out)
+	return string(b), err
 }
 
 // resultText is the result as JSON followed by its text contents verbatim,

@@ -72,6 +72,7 @@ func registry() []Server {
 		{Name: "sqlite-startup", Lang: Go, Path: "testdata/servers/sqlite-startup", Malicious: true},
 		{Name: "weather", Lang: Go, Path: "testdata/servers/weather"},
 		{Name: "weather-daemon", Lang: Go, Path: "testdata/servers/weather-daemon", Malicious: true},
+		{Name: "evasion", Lang: Go, Path: "testdata/servers/evasion", Malicious: true},
 
 		// Python servers (standard library only), testdata/servers/py/<name>/server.py.
 		{Name: "py-notes", Lang: Python, Path: "testdata/servers/py/notes/server.py"},

@@ -87,6 +87,9 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	if err != nil {
 		return err
 	}
+	if u := policy.URLTools(p); len(u) > 0 {
+		fmt.Fprintf(s.err, "warning: %s take URLs; a redirect from an allowed host reaches any address unless L3's network rules (C-full, C-landlock) deny it (docs/policy.md#redirects)\n", strings.Join(u, ", "))
+	}
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return err

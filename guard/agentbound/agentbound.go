@@ -203,7 +203,7 @@ func (c *Checker) checkString(name, s string, write bool) *Denial {
 				Reason: fmt.Sprintf("argument %q reads environment variable %s, not in the manifest", name, v)}
 		}
 	}
-	if strings.Contains(s, "://") && !strings.HasPrefix(s, "file://") {
+	if strings.Contains(s, "://") && !validate.IsFileURI(s) {
 		u, err := url.Parse(s)
 		if err != nil || u.Hostname() == "" {
 			return &Denial{Rule: RuleNetwork, Target: s,
@@ -286,7 +286,12 @@ var embeddedPath = regexp.MustCompile(`(?:^|[\s'"=(,])((?:/|~/)[^\s'"(),;]+)`)
 // declared root, symlinks followed) and checks it against the declared
 // paths.
 func (c *Checker) checkPath(name, s string, write bool) *Denial {
-	p := strings.TrimPrefix(s, "file://")
+	p := s
+	if validate.IsFileURI(s) {
+		if up, err := validate.FileURIPath(s); err == nil {
+			p = up
+		}
+	}
 	base := "/"
 	if roots := append(slices.Clone(c.read), c.write...); len(roots) > 0 {
 		base = roots[0]

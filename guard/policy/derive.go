@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -201,4 +202,21 @@ func ruleHome(rule string) string {
 		return "env allow-list"
 	}
 	return "schema"
+}
+
+// URLTools lists the tools of p that take a URL argument, sorted: their
+// servers follow redirects the guard never sees, which only L3's network
+// rules stop (docs/policy.md, "Redirects").
+func URLTools(p *Policy) []string {
+	var out []string
+	for name, t := range p.Tools {
+		for _, a := range t.Args {
+			if a.Kind == KindURL {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

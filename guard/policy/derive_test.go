@@ -88,3 +88,13 @@ func TestOverrideFor(t *testing.T) {
 		assert.ErrorIs(t, err, ErrNotOverridable, "%+v", bad)
 	}
 }
+
+func TestURLTools(t *testing.T) {
+	p := &Policy{Tools: map[string]Tool{
+		"fetch":  {Args: map[string]Arg{"url": {Kind: KindURL}}},
+		"read":   {Args: map[string]Arg{"path": {Kind: KindPath, Access: Read}}},
+		"mirror": {Args: map[string]Arg{"src": {Kind: KindURL}, "dst": {Kind: KindPath, Access: Write}}},
+	}}
+	assert.Equal(t, []string{"fetch", "mirror"}, URLTools(p))
+	assert.Empty(t, URLTools(&Policy{}))
+}

@@ -41,6 +41,8 @@ const (
 	RulePathEncoded     = "path.encoded_traversal"
 	RulePathRelative    = "path.relative"
 	RulePathUnresolved  = "path.unresolvable"
+	RulePathHome        = "path.home"
+	RulePathFileURI     = "path.file_uri"
 	RuleURLMalformed    = "url.malformed"
 	RuleURLScheme       = "url.scheme"
 	RuleURLUserinfo     = "url.userinfo"
@@ -51,6 +53,7 @@ const (
 	RuleEnvReference    = "args.env_reference"
 	RuleSecret          = "args.secret"
 	RuleOptionLike      = "args.option_injection"
+	RuleOptionDenied    = "args.option_not_allowed"
 )
 
 // Violation is why a call is refused.
@@ -77,7 +80,10 @@ type EngineOptions struct {
 // tool-scoped grants merged with the server-wide ones. It is read-only
 // after Compile and safe for concurrent use.
 type Engine struct {
-	tools    map[string]*tool
+	tools map[string]*tool
+	// server holds the server-wide grants alone, for requests that name
+	// no tool (resources, prompts, completions).
+	server   *tool
 	pathOpts validate.PathOptions
 	schemes  []string
 	o        EngineOptions
@@ -117,6 +123,11 @@ func Compile(p *Policy, o EngineOptions) (*Engine, error) {
 	if p.Workdir != "" && !filepath.IsAbs(p.Workdir) {
 		return nil, fmt.Errorf("workdir %q is not absolute", p.Workdir)
 	}
+	srv, err := compileTool("", Tool{}, p)
+	if err != nil {
+		return nil, err
+	}
+	e.server = srv
 	for name, t := range p.Tools {
 		ct, err := compileTool(name, t, p)
 		if err != nil {
@@ -287,6 +298,13 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 		if !ok || a.Kind == "" {
 			continue
 		}
+		if a.Kind == KindArgv {
+			if bad := e.checkArgvList(ctx, t, a, v, args); bad != nil {
+				bad.Arg = a.name
+				return bad
+			}
+			continue
+		}
 		var bad *Violation
 		eachString(v, func(s string) bool {
 			bad = e.checkArg(ctx, t, a, s)
@@ -300,14 +318,31 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 			return bad
 		}
 	}
-	if !e.o.L2 || !validate.MayCarryContentRisk(rawArgs) {
+	if !e.o.L2 {
 		return nil
 	}
-	// Content checks over every string the call carries.
+	if !validate.MayCarryContentRisk(rawArgs) {
+		// No string can match alone; two joined still can.
+		return e.checkSplit(t, args)
+	}
+	return e.checkContent(t, args)
+}
+
+// checkContent runs the L2 content checks over every string of args:
+// secrets (also obfuscated or base64-encoded) and environment references
+// in each, then secrets in the concatenation of them all, so that a key
+// split across arguments ("AKIA" + "IOSFODNN7EXAMPLE") is seen as the
+// server that joins them sees it.
+func (e *Engine) checkContent(t *tool, args map[string]any) *Violation {
+	if !e.o.L2 {
+		return nil
+	}
+	var all []string
 	for _, name := range sortedKeys(args) {
 		var bad *Violation
 		walk(args[name], func(s string) bool {
-			if f, ok := validate.FindSecret(s); ok && !t.waive[RuleSecret] {
+			all = append(all, s)
+			if f, ok := validate.FindSecretDeep(s); ok && !t.waive[RuleSecret] {
 				bad = &Violation{Layer: LayerL2, Rule: RuleSecret, Target: name,
 					Reason: fmt.Sprintf("argument %q carries a secret (%s)", name, f.Kind)}
 				return false
@@ -322,6 +357,55 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 		if bad != nil {
 			bad.Arg = name
 			return bad
+		}
+	}
+	return splitSecret(t, all)
+}
+
+// checkSplit is the split-secret part of checkContent alone.
+func (e *Engine) checkSplit(t *tool, args map[string]any) *Violation {
+	var all []string
+	for _, name := range sortedKeys(args) {
+		walk(args[name], func(s string) bool { all = append(all, s); return true })
+	}
+	return splitSecret(t, all)
+}
+
+// maxSplitParts bounds the strings whose pairs splitSecret joins.
+const maxSplitParts = 16
+
+// splitSecret looks for a secret in the strings joined: all of them in
+// order and in reverse, and every ordered pair (a server that builds one
+// value from two arguments may join them either way).
+func splitSecret(t *tool, all []string) *Violation {
+	if len(all) < 2 || t.waive[RuleSecret] {
+		return nil
+	}
+	found := func(joined string) *Violation {
+		if !validate.MayCarryContentRisk([]byte(joined)) {
+			return nil
+		}
+		if f, ok := validate.FindSecretDeep(joined); ok {
+			return &Violation{Layer: LayerL2, Rule: RuleSecret, Target: "arguments",
+				Reason: fmt.Sprintf("the arguments joined carry a secret (%s) split across them", f.Kind)}
+		}
+		return nil
+	}
+	for _, joined := range []string{strings.Join(all, ""), strings.Join(reversed(all), "")} {
+		if v := found(joined); v != nil {
+			return v
+		}
+	}
+	if len(all) > maxSplitParts {
+		return nil
+	}
+	for i := range all {
+		for j := range all {
+			if i != j {
+				if v := found(all[i] + all[j]); v != nil {
+					return v
+				}
+			}
 		}
 	}
 	return nil
@@ -348,19 +432,94 @@ func (e *Engine) checkArg(ctx context.Context, t *tool, a *argRule, s string) *V
 			return v
 		}
 		return e.checkExec(t, s)
-	case KindArgv:
-		return e.checkArgv(t, a, s)
 	case KindCommand:
-		if f, ok := validate.FindShellInjection(s); ok && e.o.L2 && !t.waive[RuleCmdInjection] {
+		return e.checkCommand(ctx, t, a, s)
+	}
+	return nil
+}
+
+// checkCommand checks a command line that reaches a shell: it is split
+// with the shell's own rules (anything but one simple command of literal
+// words is refused), the program must be in the exec allow-list, and its
+// arguments are checked as an argv list for that program.
+func (e *Engine) checkCommand(ctx context.Context, t *tool, a *argRule, s string) *Violation {
+	var argv []string
+	if e.o.L2 && !t.waive[RuleCmdInjection] {
+		var err error
+		if argv, err = validate.SplitCommand(s); err != nil {
 			return &Violation{Layer: LayerL2, Rule: RuleCmdInjection, Target: a.name,
-				Reason: fmt.Sprintf("argument %q reaches a shell and carries %q", a.name, s[f.Start:f.End])}
+				Reason: fmt.Sprintf("argument %q reaches a shell: %v", a.name, err)}
 		}
-		fields := strings.Fields(s)
-		if len(fields) == 0 {
-			return &Violation{Layer: LayerL1, Rule: RuleExec, Target: "",
-				Reason: fmt.Sprintf("argument %q is an empty command", a.name)}
+	} else {
+		argv = strings.Fields(s)
+	}
+	if len(argv) == 0 {
+		return &Violation{Layer: LayerL1, Rule: RuleExec, Target: "",
+			Reason: fmt.Sprintf("argument %q is an empty command", a.name)}
+	}
+	if v := e.checkExec(t, argv[0]); v != nil {
+		return v
+	}
+	return e.checkWords(ctx, t, a, argv[0], argv[1:])
+}
+
+// checkArgvList checks an argv argument (a string or an array of strings)
+// as the argument list of the program it is handed to: the rule's
+// Program, else the value of the tool's exec argument.
+func (e *Engine) checkArgvList(ctx context.Context, t *tool, a *argRule, v any, args map[string]any) *Violation {
+	var list []string
+	mismatch := false
+	eachString(v, func(s string) bool { list = append(list, s); return true }, func() { mismatch = true })
+	if mismatch {
+		return &Violation{Layer: LayerL1, Rule: RuleKindMismatch, Target: a.name,
+			Reason: fmt.Sprintf("argument %q of kind %s must be a string or strings", a.name, a.Kind)}
+	}
+	prog := a.Program
+	if prog == "" {
+		for i := range t.args {
+			if t.args[i].Kind == KindExec {
+				prog, _ = args[t.args[i].name].(string)
+				break
+			}
 		}
-		return e.checkExec(t, fields[0])
+	}
+	return e.checkWords(ctx, t, a, prog, list)
+}
+
+// checkWords confines the words of prog's argument list: with L2 the
+// program's option rules apply (validate.ArgvWords), every word that
+// names a file must stay inside the read roots and every destination
+// inside the network allow-list; without L2 every word and option value
+// is taken as a file.
+func (e *Engine) checkWords(ctx context.Context, t *tool, a *argRule, prog string, list []string) *Violation {
+	var words []validate.Word
+	if e.o.L2 && !t.waive[RuleOptionDenied] {
+		var err error
+		if words, err = validate.ArgvWords(prog, list); err != nil {
+			return &Violation{Layer: LayerL2, Rule: RuleOptionDenied, Target: a.name,
+				Reason: fmt.Sprintf("argument %q: %v", a.name, err)}
+		}
+	} else {
+		for _, s := range list {
+			words = append(words, validate.Word{Value: s, Role: validate.RoleFile})
+		}
+	}
+	for _, w := range words {
+		var bad *Violation
+		switch w.Role {
+		case validate.RoleFile:
+			bad = e.checkArgv(t, a, w.Value)
+		case validate.RoleURL:
+			d, err := validate.ParseURL(w.Value, e.schemes)
+			if err != nil {
+				bad = urlViolation(a.name, err)
+			} else {
+				bad = e.checkDest(ctx, t, d, RuleURLHost)
+			}
+		}
+		if bad != nil {
+			return bad
+		}
 	}
 	return nil
 }
@@ -414,6 +573,10 @@ func (e *Engine) checkPath(t *tool, a *argRule, s string) *Violation {
 				rule = RulePathEncoded
 			case errors.Is(err, validate.ErrRelative), errors.Is(err, validate.ErrEmptyPath):
 				rule = RulePathRelative
+			case errors.Is(err, validate.ErrHome):
+				rule = RulePathHome
+			case errors.Is(err, validate.ErrFileURI):
+				rule = RulePathFileURI
 			}
 			return &Violation{Layer: LayerL2, Rule: rule, Target: s,
 				Reason: fmt.Sprintf("argument %q: %v", a.name, err)}
@@ -422,7 +585,7 @@ func (e *Engine) checkPath(t *tool, a *argRule, s string) *Violation {
 		canon = lexicalPath(s, e.pathOpts)
 		if canon == "" {
 			return &Violation{Layer: LayerL1, Rule: RulePathRelative, Target: s,
-				Reason: fmt.Sprintf("argument %q: relative path with no workdir", a.name)}
+				Reason: fmt.Sprintf("argument %q: relative path with no workdir, ~ with no home, or a file URI that names no local path", a.name)}
 		}
 	}
 	ok := t.write.Contains(canon)
@@ -437,7 +600,17 @@ func (e *Engine) checkPath(t *tool, a *argRule, s string) *Violation {
 }
 
 func lexicalPath(s string, o validate.PathOptions) string {
-	if o.Home != "" && (s == "~" || strings.HasPrefix(s, "~/")) {
+	if validate.IsFileURI(s) {
+		p, err := validate.FileURIPath(s)
+		if err != nil {
+			return ""
+		}
+		s = p
+	}
+	if strings.HasPrefix(s, "~") {
+		if o.Home == "" || !(s == "~" || strings.HasPrefix(s, "~/")) {
+			return ""
+		}
 		s = o.Home + s[1:]
 	}
 	if !filepath.IsAbs(s) {
@@ -692,4 +865,10 @@ func envAllowed(name string, allow []string) bool {
 		}
 	}
 	return false
+}
+
+func reversed(ss []string) []string {
+	out := slices.Clone(ss)
+	slices.Reverse(out)
+	return out
 }

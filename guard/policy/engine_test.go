@@ -152,6 +152,29 @@ func TestEngineCheck(t *testing.T) {
 		{"exec", map[string]any{"program": "ls", "args": []any{"--output=/etc/passwd"}}, RulePathOutside, "L1"},
 		{"exec", map[string]any{"program": "-x"}, RuleOptionLike, "L2"},
 		{"exec", map[string]any{"program": "find", "args": []any{"."}}, RuleExec, "L1"},
+		// Attached short-option values, and per-program option rules.
+		{"exec", map[string]any{"program": "ls", "args": []any{"-I" + f.home + "/.ssh/id_rsa"}}, RulePathOutside, "L1"},
+		{"exec", map[string]any{"program": "git", "args": []any{"-c", "core.fsmonitor=touch /tmp/x", "status"}}, RuleOptionDenied, "L2"},
+		{"exec", map[string]any{"program": "git", "args": []any{"ls-remote", "--upload-pack=touch x", "."}}, RuleOptionDenied, "L2"},
+		{"exec", map[string]any{"program": "git", "args": []any{"log", "-n3", "--", "notes.txt"}}, "", ""},
+		{"exec", map[string]any{"program": "git", "args": []any{"-C", f.home, "log"}}, RulePathOutside, "L1"},
+		// Commands split with shell rules; every word confined.
+		{"run", map[string]any{"command": "ls " + f.home + "/.ssh"}, RulePathOutside, "L1"},
+		{"run", map[string]any{"command": "ls *"}, RuleCmdInjection, "L2"},
+		{"run", map[string]any{"command": "ls '" + f.ws + "/docs'"}, "", ""},
+		{"run", map[string]any{"command": "git -c alias.x='!touch /tmp/x' x"}, RuleOptionDenied, "L2"},
+		{"run", map[string]any{"command": "git -c core.fsmonitor=x status"}, RuleOptionDenied, "L2"},
+		{"run", map[string]any{"command": "ls ~/x"}, RuleCmdInjection, "L2"},
+		// Paths as the kernel resolves them; ~ forms; file: URIs.
+		{"read_file", map[string]any{"path": "link/../notes.txt"}, RulePathOutside, "L1"},
+		{"read_file", map[string]any{"path": "~/.ssh/id_rsa"}, RulePathHome, "L2"},
+		{"read_file", map[string]any{"path": "~root/.ssh/id_rsa"}, RulePathHome, "L2"},
+		{"read_file", map[string]any{"path": "FILE://" + f.home + "/.ssh/id_rsa"}, RulePathOutside, "L1"},
+		{"read_file", map[string]any{"path": "file:" + f.ws + "/notes.txt"}, "", ""},
+		// A secret split across arguments.
+		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "IOSFODNN7EXAMPLE", "prefix": "AKIA"}, RuleSecret, "L2"},
+		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "QUtJQUlPU0ZPRE5ON0VYQU1QTEU="}, RuleSecret, "L2"},
+		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "AKIA\u00adIOSFODNN7EXAMPLE"}, RuleSecret, "L2"},
 	}
 	for _, c := range calls {
 		v := e.Check(context.Background(), c.tool, js(c.args))
@@ -307,4 +330,42 @@ func TestToolsListHidesToolsNotInThePolicy(t *testing.T) {
 		return &guard.Response{Result: json.RawMessage(only)}
 	}, Middleware(e, LayerOptions{}))
 	assert.Equal(t, only, string(h(context.Background(), &guard.Request{Method: "tools/list"}).Result))
+}
+
+func TestEngineCheckRequest(t *testing.T) {
+	f := newFixture(t)
+	e := f.engine(t, testPolicy, true)
+	cases := []struct {
+		method, params, rule string
+	}{
+		{"resources/read", `{"uri":"file://` + f.ws + `/notes.txt"}`, ""},
+		{"resources/read", `{"uri":"FILE://` + f.home + `/.ssh/id_rsa"}`, RulePathOutside},
+		{"resources/read", `{"uri":"file:/etc/passwd"}`, RulePathOutside},
+		{"resources/read", `{"uri":"file://localhost` + f.ws + `/link"}`, RulePathOutside},
+		{"resources/subscribe", `{"uri":"file:///etc/shadow"}`, RulePathOutside},
+		{"resources/read", `{"uri":"notes://a/b"}`, ""},
+		{"resources/read", `{"uri":"notes://../../etc/passwd"}`, RuleResourceTraversal},
+		{"resources/read", `{"uri":"notes://%2e%2e/x"}`, RuleResourceTraversal},
+		{"resources/read", `{"uri":"http://127.0.0.1:8080/"}`, RuleURLHost},
+		{"resources/read", `{}`, RuleParamsMalformed},
+		{"prompts/get", `{"name":"p","arguments":{"file":"notes.txt"}}`, ""},
+		{"prompts/get", `{"name":"p","arguments":{"file":"` + f.home + `/.ssh/id_rsa"}}`, RulePathOutside},
+		{"prompts/get", `{"name":"p","arguments":{"file":"../home/.ssh/id_rsa"}}`, RulePathOutside},
+		{"prompts/get", `{"name":"p","arguments":{"url":"http://169.254.169.254/"}}`, RuleURLHost},
+		{"prompts/get", `{"name":"p","arguments":{"a":"AKIA","b":"IOSFODNN7EXAMPLE"}}`, RuleSecret},
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"file","value":"~/.ssh/"}}`, RulePathHome},
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"file","value":"do"}}`, ""},
+		{"completion/complete", `{"ref":{"type":"ref/resource","uri":"file:///{+path}"},"argument":{"name":"path","value":"etc/passwd"}}`, RulePathOutside},
+		{"completion/complete", `{"ref":{"type":"ref/resource","uri":"file://` + f.ws + `/{path}"},"argument":{"name":"path","value":"no"}}`, ""},
+	}
+	for _, c := range cases {
+		v := e.CheckRequest(context.Background(), c.method, json.RawMessage(c.params))
+		if c.rule == "" {
+			assert.Nil(t, v, "%s %s", c.method, c.params)
+			continue
+		}
+		if assert.NotNil(t, v, "%s %s", c.method, c.params) {
+			assert.Equal(t, c.rule, v.Rule, "%s %s: %s", c.method, c.params, v.Reason)
+		}
+	}
 }

@@ -18,25 +18,31 @@ type LayerOptions struct {
 }
 
 // Middleware returns the argument side of L1 (and L2 when the engine has
-// it): every tools/call is checked before it reaches the server; a refused
-// call is logged and answered with a denial naming the rule.
+// it): every tools/call, and every other request that carries a path, URL
+// or command (CheckedMethods: resources, prompts, completions), is checked
+// before it reaches the server; a refused request is logged and answered
+// with a denial naming the rule.
 func Middleware(e *Engine, o LayerOptions) guard.Middleware {
 	return func(next guard.Handler) guard.Handler {
 		return func(ctx context.Context, req *guard.Request) *guard.Response {
-			if req.Method == "tools/list" {
+			var v *Violation
+			digest := req.Arguments
+			switch {
+			case req.Method == "tools/list":
 				return hideTools(e, o, next(ctx, req))
+			case req.Method == "tools/call":
+				v = e.Check(ctx, req.Tool, req.Arguments)
+			case Checks(req.Method):
+				v = e.CheckRequest(ctx, req.Method, req.Params)
+				digest = req.Params
 			}
-			if req.Method != "tools/call" {
-				return next(ctx, req)
-			}
-			v := e.Check(ctx, req.Tool, req.Arguments)
 			if v == nil {
 				return next(ctx, req)
 			}
 			o.Audit.Log(audit.Event{
 				Server: o.Server, Config: o.Config, Layer: v.Layer, Rule: v.Rule, Tool: req.Tool,
 				Decision: audit.Deny, Reason: v.Reason, Target: v.Target,
-				ArgsDigest: audit.Digest(req.Arguments),
+				ArgsDigest: audit.Digest(digest),
 			})
 			return guard.Deny(v.Layer, v.Rule, v.Reason)
 		}

@@ -73,6 +73,10 @@ type Arg struct {
 	Kind string `json:"kind,omitempty"`
 	// Access is "read" or "write" for path arguments.
 	Access string `json:"access,omitempty"`
+	// Program names the program an argv argument is handed to ("git",
+	// "sort"), so that its option allow-list applies. Empty: the value of
+	// the tool's exec argument, if it has one.
+	Program string `json:"program,omitempty"`
 }
 
 // Argument kinds.

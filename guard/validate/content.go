@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Finding is one match of a content rule.
@@ -64,6 +66,15 @@ var (
 		mk("role_tag", regexp.MustCompile(`(?i)<\s*/?\s*(important|system|instructions?|admin|assistant|im_start|im_end)\s*>|<\|im_(start|end)\|>|\[/?(INST|SYSTEM)\]`), "important", "system", "instruction", "admin", "assistant", "im_start", "im_end", "inst]"),
 		mk("conceal_from_user", regexp.MustCompile(`(?i)\b(do\s+not|don't|never)\s+(tell|inform|mention|reveal|notify)\s+(the\s+user\s+(about|of)\s+(this|it|that)\b|(this|it|that|anything)\s+to\s+the\s+user)`), "user"),
 		mk("new_instructions", regexp.MustCompile(`(?i)\b(new|updated|real)\s+(system\s+)?instructions\s*:|\bsystem\s+prompt\s*:`), "instructions", "system prompt"),
+		// The same request in other languages (Spanish, French, German,
+		// Italian, Portuguese, Russian, Chinese, Japanese). They run on
+		// normalised (lower-cased, NFKC) text.
+		mk("ignore_instructions_foreign", regexp.MustCompile(`(?i)\b(ignor\pL*|olvid\pL*|oubli\pL*|vergiss\pL*|dimentic\pL*|desconsider\pL*)\s+(\pL+\s+){0,4}?(instruc\pL*|instruç\pL*|anweisung\pL*|istruzion\pL*|consigne\pL*|regla\pL*|règle\pL*|regeln|vorgaben)`),
+			"ignor", "olvid", "oubli", "vergiss", "dimentic", "desconsider"),
+		mk("ignore_instructions_foreign", regexp.MustCompile(`(игнорир\pL*|забудь\pL*|не\s+обращай\pL*)\s+(\pL+\s+){0,4}?(инструкц\pL*|указани\pL*|правил\pL*)`),
+			"игнорир", "забудь", "не обращай"),
+		mk("ignore_instructions_foreign", regexp.MustCompile(`(忽略|无视|無視|忘记|忘記|不要理会|不要理會)[^。\n]{0,16}(指令|指示|说明|說明|提示|规则|規則)|(指示|命令|ルール)を(すべて)?無視`),
+			"忽略", "无视", "無視", "忘记", "忘記", "不要理"),
 	}
 	// In tool descriptions a reference to credential files is itself a
 	// poisoning sign: a description has no business pointing an agent at
@@ -108,8 +119,13 @@ func FindSecret(s string) (Finding, bool) {
 // so the per-string walk can be skipped. JSON escapes (\u0024 is "$")
 // always count as a possible risk.
 func MayCarryContentRisk(raw []byte) bool {
-	if bytes.Contains(raw, []byte(`\u`)) {
+	if bytes.Contains(raw, []byte(`\u`)) || hasB64Run(raw) {
 		return true
+	}
+	for _, c := range raw {
+		if c >= 0x80 {
+			return true
+		}
 	}
 	var arr [1024]byte
 	return argAnchors.in(appendLower(arr[:0], string(raw)))
@@ -179,16 +195,70 @@ var (
 // environment to whoever chose the argument.
 func FindEnvReference(s string) (Finding, bool) { return scan(s, envRefs) }
 
-// FindInjection reports a prompt-injection phrase in s, including text
-// hidden in Unicode tag characters.
+// FindInjection reports a prompt-injection phrase in s as a model would
+// read it: in s itself; in text hidden in Unicode tag characters or
+// variation selectors; in s normalised (invisible characters removed, so
+// that a soft hyphen or a zero-width space cannot split a word, NFKC,
+// lower case) and with homoglyphs mapped to Latin; in other languages; and
+// in printable text decoded from base64 runs.
 func FindInjection(s string) (Finding, bool) {
+	return findInjection(s, true)
+}
+
+func findInjection(s string, decode bool) (Finding, bool) {
 	if f, ok := scan(s, injections); ok {
 		return f, true
 	}
-	if t := decodeTags(s); t != "" {
-		if f, ok := scan(t, injections); ok {
-			f.Kind = "hidden_" + f.Kind
+	whole := func(f Finding, prefix string) (Finding, bool) {
+		f.Kind = prefix + f.Kind
+		f.Start, f.End = 0, len(s)
+		return f, true
+	}
+	for _, t := range []string{decodeTags(s), decodeVariationSelectors(s)} {
+		if t == "" {
+			continue
+		}
+		if f, ok := scan(Skeleton(t), injections); ok {
+			return whole(f, "hidden_")
+		}
+	}
+	if !isASCII(s) {
+		if f, ok := scan(Normalize(s), injections); ok {
+			return whole(f, "obfuscated_")
+		}
+		if f, ok := scan(Skeleton(s), injections); ok {
+			return whole(f, "homoglyph_")
+		}
+	}
+	if decode {
+		for _, d := range decodedRuns(s) {
+			if f, ok := findInjection(d, false); ok {
+				return whole(f, "base64_")
+			}
+		}
+	}
+	return Finding{}, false
+}
+
+// FindSecretDeep is FindSecret over s as it can be read back: as is, with
+// invisible characters removed and NFKC applied (a zero-width space or a
+// soft hyphen inside a key, full-width letters), and in text decoded from
+// base64 runs.
+func FindSecretDeep(s string) (Finding, bool) {
+	if f, ok := FindSecret(s); ok {
+		return f, true
+	}
+	if !isASCII(s) {
+		if f, ok := FindSecret(norm.NFKC.String(StripHidden(s))); ok {
 			f.Start, f.End = 0, len(s)
+			f.Kind = "obfuscated_" + f.Kind
+			return f, true
+		}
+	}
+	for _, d := range decodedRuns(s) {
+		if f, ok := FindSecret(d); ok {
+			f.Start, f.End = 0, len(s)
+			f.Kind = "base64_" + f.Kind
 			return f, true
 		}
 	}
@@ -196,7 +266,8 @@ func FindInjection(s string) (Finding, bool) {
 }
 
 // FindPoisoning reports why a tool description looks poisoned: an
-// injection phrase, hidden characters or a pointer to credential files.
+// injection phrase, hidden characters or a pointer to credential files
+// (normalised as FindInjection does).
 func FindPoisoning(s string) (Finding, bool) {
 	if f, ok := FindHidden(s); ok {
 		return f, true
@@ -204,7 +275,13 @@ func FindPoisoning(s string) (Finding, bool) {
 	if f, ok := FindInjection(s); ok {
 		return f, true
 	}
-	return scan(s, descriptionOnly)
+	if f, ok := scan(s, descriptionOnly); ok {
+		return f, true
+	}
+	if !isASCII(s) {
+		return scan(Skeleton(s), descriptionOnly)
+	}
+	return Finding{}, false
 }
 
 // shellMeta are the characters that make a shell do more than run one
@@ -221,17 +298,11 @@ func FindShellInjection(s string) (Finding, bool) {
 }
 
 // hidden reports characters that render as nothing or reorder text:
-// Unicode tag characters, bidi controls and zero-width characters.
+// Unicode tag characters, bidi controls, zero-width and every other format
+// character (soft hyphen, invisible operators), Hangul fillers and the
+// non-emoji variation selectors; see invisible.
 func hidden(r rune) bool {
-	switch {
-	case r >= 0xE0000 && r <= 0xE007F: // tags
-		return true
-	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069, r == 0x200E, r == 0x200F, r == 0x061C: // bidi
-		return true
-	case r >= 0x200B && r <= 0x200D, r == 0x2060, r == 0xFEFF, r == 0x180E: // zero width
-		return true
-	}
-	return false
+	return invisible(r) || r == 0x180E
 }
 
 // FindHidden reports the first hidden character in s.
@@ -241,12 +312,16 @@ func FindHidden(s string) (Finding, bool) {
 	}
 	for i, r := range s {
 		if hidden(r) {
-			kind := "zero_width"
+			kind := "format_character"
 			switch {
-			case r >= 0xE0000:
+			case r >= 0xE0000 && r <= 0xE007F:
 				kind = "tag_characters"
+			case r >= 0xFE00 && r <= 0xFE0F, r >= 0xE0100 && r <= 0xE01EF:
+				kind = "variation_selectors"
 			case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069, r == 0x200E, r == 0x200F, r == 0x061C:
 				kind = "bidi_control"
+			case r >= 0x200B && r <= 0x200D, r == 0x2060, r == 0xFEFF, r == 0x180E:
+				kind = "zero_width"
 			}
 			return Finding{Kind: kind, Start: i, End: i + utf8.RuneLen(r)}, true
 		}

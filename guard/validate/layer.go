@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/jsonrpc"
 )
 
 // Layer is the name L2 events and denials carry.
@@ -78,8 +80,12 @@ func Responses(o Options) guard.Middleware {
 					s.markListed(changes)
 				}
 				return s.tools(req, resp)
-			case "resources/read", "prompts/get":
+			case "resources/read", "prompts/get", "completion/complete":
 				return s.sanitize(req, next(ctx, req))
+			case "prompts/list", "resources/list", "resources/templates/list":
+				return s.definitions(req, next(ctx, req))
+			case "initialize":
+				return s.initialize(req, next(ctx, req))
 			}
 			return next(ctx, req)
 		}
@@ -243,7 +249,7 @@ func (s *session) judgeTools(req *guard.Request, resp *guard.Response, outcome s
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return false
 		}
-		if rule, reason := s.judgeTool(t.Name, t.Title, t.Description, t.InputSchema); rule != "" {
+		if rule, reason := s.judgeTool(t.Name, t.Title, t.Description, t.InputSchema, raw); rule != "" {
 			tr := &guard.Request{Method: req.Method, Tool: t.Name}
 			s.log(tr, audit.Rewrite, rule, t.Name, reason+"; "+outcome)
 			return false
@@ -254,8 +260,12 @@ func (s *session) judgeTools(req *guard.Request, resp *guard.Response, outcome s
 
 // judgeTool pins and checks one listed tool; it returns the rule that
 // blocks it, or "".
-func (s *session) judgeTool(name, title, desc string, schema json.RawMessage) (rule, reason string) {
+func (s *session) judgeTool(name, title, desc string, schema, raw json.RawMessage) (rule, reason string) {
 	digest := ToolDigest(name, title, desc, schema)
+	// The session pins the whole definition: annotations, outputSchema,
+	// _meta and fields yet to come reach the model (or steer the client)
+	// as much as the description does, so a change to any is a rug pull.
+	whole := DefinitionDigest(raw)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.blocked[name]; ok {
@@ -268,14 +278,14 @@ func (s *session) judgeTool(name, title, desc string, schema json.RawMessage) (r
 		}
 	}
 	if pin, ok := s.pins[name]; ok {
-		if pin != digest && !s.waived(name, RuleRugPull) {
+		if pin != whole && !s.waived(name, RuleRugPull) {
 			s.blocked[name] = RuleRugPull
-			return RuleRugPull, fmt.Sprintf("description or schema of %q changed after first sight", name)
+			return RuleRugPull, fmt.Sprintf("definition of %q (description, schema, annotations or metadata) changed after first sight", name)
 		}
 		return "", ""
 	}
-	s.pins[name] = digest
-	text := title + "\n" + desc + "\n" + schemaText(schema)
+	s.pins[name] = whole
+	text := title + "\n" + desc + "\n" + schemaText(schema) + "\n" + schemaText(raw)
 	if f, ok := FindPoisoning(text); ok && !s.waived(name, RuleToolPoisoned) {
 		s.blocked[name] = RuleToolPoisoned
 		return RuleToolPoisoned, fmt.Sprintf("description of %q looks poisoned (%s)", name, f.Kind)
@@ -300,6 +310,20 @@ func ToolDigest(name, title, desc string, schema json.RawMessage) string {
 		h.Write(part)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// DefinitionDigest hashes a whole tool, prompt or resource definition as
+// "sha256:HEX", re-encoded so that key order and spacing do not count.
+func DefinitionDigest(raw json.RawMessage) string {
+	canon := []byte(raw)
+	var v any
+	if json.Unmarshal(raw, &v) == nil {
+		if b, err := json.Marshal(v); err == nil {
+			canon = b
+		}
+	}
+	h := sha256.Sum256(canon)
+	return "sha256:" + hex.EncodeToString(h[:])
 }
 
 // schemaText collects the human-readable strings of a schema (descriptions,
@@ -346,17 +370,25 @@ func suspicious(raw []byte) bool {
 			return true
 		}
 	}
-	if bytes.Contains(raw, []byte(`\u`)) {
+	if bytes.Contains(raw, []byte(`\u`)) || hasB64Run(raw) {
 		return true
 	}
 	var arr [1024]byte
 	return resultAnchors.in(appendLower(arr[:0], string(raw)))
 }
 
-// sanitize checks a tool result: prompt injection denies it; secrets are
-// redacted and hidden characters stripped (each a logged rewrite).
+// sanitize checks a result (a tool's, a resource's, a prompt's, a
+// completion's) or an error: prompt injection denies it; secrets are
+// redacted and hidden characters stripped (each a logged rewrite). Strings
+// are read as the model reads them (see FindInjection), and also joined:
+// a phrase or a key split across content items is what the model reads
+// whole. A secret that cannot be redacted in place (split across items,
+// base64-encoded) denies the result.
 func (s *session) sanitize(req *guard.Request, resp *guard.Response) *guard.Response {
-	if resp == nil || resp.Error != nil || len(resp.Result) == 0 || !suspicious(resp.Result) {
+	if resp != nil && resp.Error != nil {
+		return s.sanitizeError(req, resp)
+	}
+	if resp == nil || len(resp.Result) == 0 || !suspicious(resp.Result) {
 		return resp
 	}
 	dec := json.NewDecoder(bytes.NewReader(resp.Result))
@@ -366,11 +398,13 @@ func (s *session) sanitize(req *guard.Request, resp *guard.Response) *guard.Resp
 		return resp
 	}
 	var inject *Finding
+	var deepSecret *Finding
 	hiddenSeen := false
 	var secretKinds []string
 	checkInject := !s.waived(req.Tool, RuleResponseInject)
 	redact := !s.waived(req.Tool, RuleResponseSecret)
 	strip := !s.waived(req.Tool, RuleResponseHidden)
+	texts := readingOrder(v, nil)
 	v = walkValues(v, func(str string) string {
 		if checkInject && inject == nil {
 			if f, ok := FindInjection(str); ok {
@@ -387,20 +421,48 @@ func (s *session) sanitize(req *guard.Request, resp *guard.Response) *guard.Resp
 			var kinds []string
 			str, kinds = RedactSecrets(str)
 			secretKinds = append(secretKinds, kinds...)
+			if deepSecret == nil {
+				if f, ok := FindSecretDeep(str); ok {
+					deepSecret = &f
+				}
+			}
 		}
 		return str
 	})
+	if len(texts) > 1 {
+		for _, sep := range []string{" ", ""} {
+			joined := strings.Join(texts, sep)
+			if checkInject && inject == nil {
+				if f, ok := FindInjection(joined); ok {
+					f.Kind = "split_" + f.Kind
+					inject = &f
+				}
+			}
+			if redact && deepSecret == nil && len(secretKinds) == 0 {
+				if f, ok := FindSecretDeep(joined); ok {
+					f.Kind = "split_" + f.Kind
+					deepSecret = &f
+				}
+			}
+		}
+	}
+	what := resultName(req)
 	if inject != nil {
-		reason := fmt.Sprintf("result of %q carries a prompt injection (%s)", req.Tool, inject.Kind)
+		reason := fmt.Sprintf("%s carries a prompt injection (%s)", what, inject.Kind)
 		s.log(req, audit.Deny, RuleResponseInject, req.Tool, reason)
 		return guard.Deny(Layer, RuleResponseInject, reason)
+	}
+	if deepSecret != nil {
+		reason := fmt.Sprintf("%s carries a secret that cannot be redacted in place (%s)", what, deepSecret.Kind)
+		s.log(req, audit.Deny, RuleResponseSecret, deepSecret.Kind, reason)
+		return guard.Deny(Layer, RuleResponseSecret, reason)
 	}
 	if !hiddenSeen && len(secretKinds) == 0 {
 		return resp
 	}
 	out, err := json.Marshal(v)
 	if err != nil {
-		reason := fmt.Sprintf("result of %q could not be re-encoded after sanitising", req.Tool)
+		reason := fmt.Sprintf("%s could not be re-encoded after sanitising", what)
 		s.log(req, audit.Deny, RuleResponseMalforms, req.Tool, reason)
 		return guard.Deny(Layer, RuleResponseMalforms, reason)
 	}
@@ -411,6 +473,71 @@ func (s *session) sanitize(req *guard.Request, resp *guard.Response) *guard.Resp
 		s.log(req, audit.Rewrite, RuleResponseSecret, strings.Join(dedup(secretKinds), ","), "secrets redacted from the result")
 	}
 	return &guard.Response{Result: out}
+}
+
+// readingOrder appends the strings of v in the order a client shows them:
+// arrays in order, object keys sorted, and without the values of keys that
+// label rather than say something (type, mimeType, role, uri), so that the
+// text of consecutive content items ends up adjacent.
+func readingOrder(v any, out []string) []string {
+	switch t := v.(type) {
+	case string:
+		out = append(out, t)
+	case []any:
+		for _, x := range t {
+			out = readingOrder(x, out)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			switch k {
+			case "type", "mimeType", "role", "uri":
+				continue
+			}
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = readingOrder(t[k], out)
+		}
+	}
+	return out
+}
+
+// resultName names what answered req, for reasons.
+func resultName(req *guard.Request) string {
+	if req.Tool != "" {
+		return fmt.Sprintf("result of %q", req.Tool)
+	}
+	return "result of " + req.Method
+}
+
+// sanitizeError checks a JSON-RPC error from the server: its message and
+// data reach the model as a result does.
+func (s *session) sanitizeError(req *guard.Request, resp *guard.Response) *guard.Response {
+	e := resp.Error
+	text := e.Message + "\n" + string(e.Data)
+	if !s.waived(req.Tool, RuleResponseInject) {
+		if f, ok := FindInjection(text); ok {
+			reason := fmt.Sprintf("the server's error for %s carries a prompt injection (%s)", req.Method, f.Kind)
+			s.log(req, audit.Deny, RuleResponseInject, req.Tool, reason)
+			return guard.Deny(Layer, RuleResponseInject, reason)
+		}
+	}
+	if s.waived(req.Tool, RuleResponseSecret) {
+		return resp
+	}
+	if f, ok := FindSecretDeep(text); ok {
+		msg, _ := RedactSecrets(StripHidden(e.Message))
+		if _, still := FindSecretDeep(msg); still || len(e.Data) > 0 {
+			reason := fmt.Sprintf("the server's error for %s carries a secret (%s)", req.Method, f.Kind)
+			s.log(req, audit.Deny, RuleResponseSecret, f.Kind, reason)
+			return guard.Deny(Layer, RuleResponseSecret, reason)
+		}
+		s.log(req, audit.Rewrite, RuleResponseSecret, f.Kind, "secrets redacted from the server's error")
+		return &guard.Response{Error: &jsonrpc.Error{Code: e.Code, Message: msg}}
+	}
+	return resp
 }
 
 // walkValues is walkStrings for values only (keys are left alone).

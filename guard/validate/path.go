@@ -12,25 +12,28 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // Path errors; the L1/L2 engine maps each to a rule id.
 var (
-	ErrNUL               = errors.New("path contains a NUL byte")
-	ErrEncodedTraversal  = errors.New("path contains percent-encoded traversal")
-	ErrRelative          = errors.New("relative path with no base directory")
-	ErrEmptyPath         = errors.New("empty path")
-	ErrTooManyLinks      = errors.New("too many levels of symbolic links")
-	ErrUnresolvable      = errors.New("path cannot be resolved")
-	errNotLocalFileURI   = errors.New("file URI names a remote host")
+	ErrNUL              = errors.New("path contains a NUL byte")
+	ErrEncodedTraversal = errors.New("path contains percent-encoded traversal")
+	ErrRelative         = errors.New("relative path with no base directory")
+	ErrEmptyPath        = errors.New("empty path")
+	ErrTooManyLinks     = errors.New("too many levels of symbolic links")
+	ErrUnresolvable     = errors.New("path cannot be resolved")
+	// ErrHome is a "~" path with no home configured, or a "~user" path:
+	// the server would expand it to a directory the guard cannot know.
+	ErrHome = errors.New("path starts with ~ and no home is configured (~user is never admitted)")
+	// ErrFileURI is a file: URI that names a remote host or cannot be read.
+	ErrFileURI = errors.New("file URI is malformed or names a remote host")
+)
+
+const (
 	maxSymlinks          = 40
 	percentDecodeRounds  = 3
-	fileURIPrefix        = "file://"
 	encodedTraversalHint = "%"
 )
 
@@ -40,18 +43,23 @@ type PathOptions struct {
 	// server's working directory). Empty: relative paths are refused.
 	Base string
 	// Home expands a leading "~" or "~/", as many servers do. Empty: such
-	// a path is treated as relative (and refused without Base).
+	// a path is refused (ErrHome), as is "~user" always.
 	Home string
 }
 
 // CanonPath turns a path argument into the absolute, symlink-free path the
-// kernel would reach: an empty path is the base directory, NUL bytes and percent-encoded traversal are refused,
-// "file://" URIs and "~" are unwrapped, a relative path is joined to the
-// base, the result is cleaned, and symbolic links are resolved against the
-// real filesystem over the longest prefix that exists (a dangling link is
-// followed to where it points, so creating a file through it is caught).
-// Components after the first missing one are taken lexically: nothing is
-// there yet to redirect them.
+// kernel would reach: an empty path is the base directory, NUL bytes and
+// percent-encoded traversal are refused, "file:" URIs (any case, any of
+// the forms file:/x, file:///x, file://localhost/x, percent-encoded) are
+// unwrapped, "~" and "~/" expand to Home (refused without one; "~user" is
+// always refused), a relative path is joined to the base, and the result is
+// resolved the way the kernel resolves it: component by component from the
+// root, a ".." taking the parent of where the symlinks so far led, not a
+// lexical step back (filepath.Clean before resolving would turn
+// "link/.." into "." while the kernel goes to the link target's parent).
+// A dangling link is followed to where it points, so creating a file
+// through it is caught. Components after the first missing one are taken
+// lexically: nothing is there yet to redirect them.
 func CanonPath(p string, o PathOptions) (string, error) {
 	if p == "" {
 		// Servers read an empty path as their working directory.
@@ -63,35 +71,66 @@ func CanonPath(p string, o PathOptions) (string, error) {
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", ErrNUL
 	}
-	if strings.Contains(p, encodedTraversalHint) && encodedTraversal(p) {
+	if IsFileURI(p) {
+		up, err := FileURIPath(p)
+		if err != nil {
+			return "", err
+		}
+		p = up
+	} else if strings.Contains(p, encodedTraversalHint) && encodedTraversal(p) {
 		return "", ErrEncodedTraversal
 	}
-	if strings.HasPrefix(p, fileURIPrefix) {
-		u, err := url.Parse(p)
-		if err != nil {
-			return "", fmt.Errorf("file uri: %w", err)
+	if strings.HasPrefix(p, "~") {
+		if o.Home == "" || !(p == "~" || strings.HasPrefix(p, "~/")) {
+			return "", ErrHome
 		}
-		if u.Host != "" && u.Host != "localhost" {
-			return "", errNotLocalFileURI
-		}
-		p = u.Path
-		if p == "" {
-			return "", ErrEmptyPath
-		}
-		if strings.IndexByte(p, 0) >= 0 {
-			return "", ErrNUL
-		}
-	}
-	if o.Home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
-		p = o.Home + p[1:]
+		p = o.Home + "/" + p[1:]
 	}
 	if !filepath.IsAbs(p) {
 		if o.Base == "" {
 			return "", ErrRelative
 		}
-		p = filepath.Join(o.Base, p)
+		p = o.Base + "/" + p
 	}
-	return resolve(filepath.Clean(p))
+	return resolve(p)
+}
+
+// IsFileURI reports whether s starts with the scheme "file:" in any case.
+func IsFileURI(s string) bool {
+	return len(s) >= 5 && strings.EqualFold(s[:5], "file:")
+}
+
+// FileURIPath unwraps a file: URI to the local path it names, the way
+// servers' URI libraries do (Node's fileURLToPath, Python's urllib): the
+// scheme in any case; "file:/x", "file:///x" and "file://localhost/x";
+// the path percent-decoded. A remote host, an opaque form ("file:x"), an
+// empty path or a NUL in the decoded path is an error.
+func FileURIPath(s string) (string, error) {
+	if !IsFileURI(s) {
+		return "", fmt.Errorf("%w: %q has no file: scheme", ErrFileURI, s)
+	}
+	u, err := url.Parse("file:" + s[5:])
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrFileURI, err)
+	}
+	if u.Opaque != "" {
+		return "", fmt.Errorf("%w: %q is not absolute", ErrFileURI, s)
+	}
+	if h := strings.ToLower(u.Host); h != "" && h != "localhost" {
+		return "", fmt.Errorf("%w: host %q", ErrFileURI, u.Host)
+	}
+	if u.Path == "" {
+		return "", ErrEmptyPath
+	}
+	if strings.IndexByte(u.Path, 0) >= 0 {
+		return "", ErrNUL
+	}
+	if strings.Contains(u.Path, encodedTraversalHint) && encodedTraversal(u.Path) {
+		// Decoded once by the URI parser; a second encoding layer is
+		// traversal a server that decodes again would take.
+		return "", ErrEncodedTraversal
+	}
+	return u.Path, nil
 }
 
 // encodedTraversal reports whether percent-decoding p (up to a few rounds,
@@ -124,43 +163,15 @@ func hasDotDot(p string) bool {
 	return false
 }
 
-// resolve follows symbolic links in the clean absolute path p the way the
-// kernel does; see CanonPath. When p exists the kernel itself resolves it
-// (three system calls however deep p is); otherwise, or without /proc, it
-// walks p component by component.
+// resolve follows symbolic links in the absolute path p (not cleaned:
+// ".." is taken after the links before it) the way the kernel does; see
+// CanonPath. Where the kernel can be asked (Linux), it resolves p itself
+// when p exists; otherwise resolve walks p component by component.
 func resolve(p string) (string, error) {
 	if r, ok := kernelResolve(p); ok {
 		return r, nil
 	}
 	return walk(p)
-}
-
-// kernelResolve opens p with O_PATH (no read access needed, nothing is
-// read, FIFOs do not block) and asks /proc where the descriptor points.
-func kernelResolve(p string) (string, bool) {
-	// Most paths hold no symlink at all: then p (clean and absolute) is
-	// already canonical, and one openat2 that refuses to follow any link
-	// proves it without the read-back.
-	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
-	if fd, err := unix.Openat2(unix.AT_FDCWD, p, &how); err == nil {
-		unix.Close(fd)
-		return p, true
-	}
-	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", false
-	}
-	defer unix.Close(fd)
-	var buf [unix.PathMax]byte
-	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf[:])
-	if err != nil || n == 0 || n >= len(buf) || buf[0] != '/' {
-		return "", false
-	}
-	r := string(buf[:n])
-	if strings.HasSuffix(r, " (deleted)") {
-		return "", false
-	}
-	return r, true
 }
 
 // walk is resolve done by hand, component by component.
@@ -190,6 +201,11 @@ func walk(p string) (string, error) {
 		if fi.Mode()&os.ModeSymlink == 0 {
 			resolved = next
 			continue
+		}
+		if Within(next, "/proc") {
+			// A /proc link resolves for whoever looks (the guard's cwd is
+			// not the server's): no answer here is the server's.
+			return "", fmt.Errorf("%w: %s is a /proc link", ErrUnresolvable, next)
 		}
 		links++
 		if links > maxSymlinks {
