@@ -340,3 +340,24 @@ func (f Flavour) Within(p, root string) bool {
 	}
 	return p == root || len(p) > len(root) && p[len(root)] == f.Sep() && p[:len(root)] == root
 }
+
+// Check refuses, before any other reading of p, the forms whose meaning
+// differs from their look on this flavour: a NUL anywhere; on Windows also
+// device names, streams, namespace prefixes and drive-relative paths, in
+// an absolute or a relative p. It accepts everything else, relative or not.
+func (f Flavour) Check(p string) error {
+	if f != Windows {
+		if strings.IndexByte(p, 0) >= 0 {
+			return ErrNUL
+		}
+		return nil
+	}
+	var err error
+	if f.IsAbs(p) {
+		_, err = f.Clean(p)
+	} else {
+		// Any absolute base will do: only p's own components can fail.
+		_, err = f.Join(`C:\`, p)
+	}
+	return err
+}

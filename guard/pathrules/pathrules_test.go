@@ -200,3 +200,16 @@ func FuzzClean(f *testing.F) {
 		}
 	})
 }
+
+func TestCheck(t *testing.T) {
+	assert.NoError(t, POSIX.Check("ws/nul"))
+	assert.NoError(t, Darwin.Check("/ws/CON"))
+	assert.ErrorIs(t, POSIX.Check("/ws/\x00"), ErrNUL)
+	assert.NoError(t, Windows.Check(`ws\a.txt`))
+	assert.NoError(t, Windows.Check(`\ws\a.txt`))
+	assert.NoError(t, Windows.Check(`C:\ws\a.txt`))
+	assert.ErrorIs(t, Windows.Check(`ws\nul`), ErrDevice)
+	assert.ErrorIs(t, Windows.Check(`a.txt:hidden`), ErrStream)
+	assert.ErrorIs(t, Windows.Check(`C:a.txt`), ErrDriveRelative)
+	assert.ErrorIs(t, Windows.Check(`\\.\pipe\x`), ErrDevice)
+}

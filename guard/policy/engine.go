@@ -17,6 +17,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/mcpguard/mcpguard/guard/pathrules"
 	"github.com/mcpguard/mcpguard/guard/validate"
 )
 
@@ -446,7 +447,11 @@ func lexicalPath(s string, o validate.PathOptions) string {
 		}
 		s = filepath.Join(o.Base, s)
 	}
-	return filepath.Clean(s)
+	c, err := pathrules.Host.Clean(s)
+	if err != nil {
+		return ""
+	}
+	return c
 }
 
 func urlViolation(arg string, err error) *Violation {

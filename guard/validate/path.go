@@ -17,6 +17,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcpguard/mcpguard/guard/pathrules"
 )
 
 // Path errors; the L1/L2 engine maps each to a rule id.
@@ -84,6 +86,9 @@ func CanonPath(p string, o PathOptions) (string, error) {
 	}
 	if o.Home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
 		p = o.Home + p[1:]
+	}
+	if err := pathrules.Host.Check(p); err != nil {
+		return "", err
 	}
 	if !filepath.IsAbs(p) {
 		if o.Base == "" {
@@ -246,10 +251,8 @@ func (rs Roots) Contains(p string) bool {
 	return false
 }
 
-// Within reports whether the clean absolute path p is root or below it.
+// Within reports whether the clean absolute path p is root or below it,
+// by the running system's rules (case ignored on macOS and Windows).
 func Within(p, root string) bool {
-	if root == "/" {
-		return strings.HasPrefix(p, "/")
-	}
-	return p == root || (len(p) > len(root) && p[len(root)] == '/' && p[:len(root)] == root)
+	return pathrules.Host.Within(p, root)
 }
