@@ -5,12 +5,24 @@ package ruleset
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 )
 
 // errNotLinux is why Landlock is missing off Linux: it is a Linux security
 // module, so no kernel here can enforce a ruleset.
 var errNotLinux = errors.New("landlock is a linux security module, " + runtime.GOOS + " has none")
+
+// init serves ExecArg as on Linux, so a wrapper started here anyway (a
+// test's injected probe) refuses with WrapperExitCode and never runs the
+// server unrestricted.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == ExecArg {
+		err := Wrap(os.Args[2:], KernelABI)
+		fmt.Fprintf(os.Stderr, "mcpguard landlock: %v\n", err)
+		os.Exit(WrapperExitCode)
+	}
+}
 
 // KernelABI always fails off Linux, so CheckABI (and the sandbox's New)
 // fail closed with ErrUnavailable.
