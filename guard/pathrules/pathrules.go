@@ -343,8 +343,9 @@ func (f Flavour) Within(p, root string) bool {
 
 // Check refuses, before any other reading of p, the forms whose meaning
 // differs from their look on this flavour: a NUL anywhere; on Windows also
-// device names, streams, namespace prefixes and drive-relative paths, in
-// an absolute or a relative p. It accepts everything else, relative or not.
+// device names, streams, namespace prefixes and drive-relative paths
+// ("C:x", and "\\x", which callers that join relative paths to a base
+// would misplace), in an absolute or a relative p. It accepts everything else, relative or not.
 func (f Flavour) Check(p string) error {
 	if f != Windows {
 		if strings.IndexByte(p, 0) >= 0 {
@@ -353,6 +354,11 @@ func (f Flavour) Check(p string) error {
 		return nil
 	}
 	var err error
+	if vol, rest := f.splitVolume(p); vol == "" && rest != "" && f.isSep(rest[0]) {
+		// "\x" is the root of the server's current drive, which joining
+		// it to a base directory would hide.
+		return fmt.Errorf("%w: %q has no drive", ErrDriveRelative, p)
+	}
 	if f.IsAbs(p) {
 		_, err = f.Clean(p)
 	} else {

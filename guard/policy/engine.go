@@ -441,13 +441,12 @@ func lexicalPath(s string, o validate.PathOptions) string {
 	if o.Home != "" && (s == "~" || strings.HasPrefix(s, "~/")) {
 		s = o.Home + s[1:]
 	}
-	if !filepath.IsAbs(s) {
-		if o.Base == "" {
-			return ""
-		}
-		s = filepath.Join(o.Base, s)
+	if !filepath.IsAbs(s) && o.Base == "" {
+		return ""
 	}
-	c, err := pathrules.Host.Clean(s)
+	// Join by the host's rules: on Windows "\x" is the root of the base's
+	// drive, not a directory below the base.
+	c, err := pathrules.Host.Join(o.Base, s)
 	if err != nil {
 		return ""
 	}

@@ -134,6 +134,9 @@ func hasDotDot(p string) bool {
 // (three system calls however deep p is); otherwise, or without /proc, it
 // walks p component by component.
 func resolve(p string) (string, error) {
+	if pathrules.Host == pathrules.Windows {
+		return pathrules.ResolveWindows(p, pathrules.OSFS{})
+	}
 	if r, ok := kernelResolve(p); ok {
 		return r, nil
 	}
