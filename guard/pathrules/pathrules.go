@@ -247,13 +247,15 @@ func unwrapLiteral(p string) (string, error) {
 	return c, nil
 }
 
-// reserved are the names Win32 maps to devices in every directory. The
-// superscript digits count too (COM¹ is a serial port).
-var reserved = map[string]bool{
-	"CON": true, "PRN": true, "AUX": true, "NUL": true, "CONIN$": true, "CONOUT$": true,
-	"COM1": true, "COM2": true, "COM3": true, "COM4": true, "COM5": true, "COM6": true, "COM7": true, "COM8": true, "COM9": true,
-	"COM¹": true, "COM²": true, "COM³": true, "LPT¹": true, "LPT²": true, "LPT³": true,
-	"LPT1": true, "LPT2": true, "LPT3": true, "LPT4": true, "LPT5": true, "LPT6": true, "LPT7": true, "LPT8": true, "LPT9": true,
+// reserved reports whether name (upper case) is one Win32 maps to a
+// device in every directory. The superscript digits count too (COM¹ is a
+// serial port).
+func reserved(name string) bool {
+	switch name {
+	case "CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$", "COM¹", "COM²", "COM³", "LPT¹", "LPT²", "LPT³":
+		return true
+	}
+	return len(name) == 4 && (name[:3] == "COM" || name[:3] == "LPT") && '1' <= name[3] && name[3] <= '9'
 }
 
 // checkComponent refuses a device name (with any extension: "nul.txt" is
@@ -263,7 +265,7 @@ func checkComponent(c string) error {
 		return ErrStream
 	}
 	base, _, _ := strings.Cut(c, ".")
-	if reserved[strings.ToUpper(strings.TrimRight(base, " "))] {
+	if reserved(strings.ToUpper(strings.TrimRight(base, " "))) {
 		return ErrDevice
 	}
 	return nil
