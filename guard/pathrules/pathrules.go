@@ -255,7 +255,7 @@ func reserved(name string) bool {
 	case "CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$", "COM¹", "COM²", "COM³", "LPT¹", "LPT²", "LPT³":
 		return true
 	}
-	return len(name) == 4 && (name[:3] == "COM" || name[:3] == "LPT") && '1' <= name[3] && name[3] <= '9'
+	return len(name) == 4 && (name[:3] == "COM" || name[:3] == "LPT") && '0' <= name[3] && name[3] <= '9'
 }
 
 // checkComponent refuses a device name (with any extension: "nul.txt" is

@@ -81,6 +81,8 @@ func TestClean(t *testing.T) {
 		{Windows, `C:\ws\nul.txt`, "", ErrDevice},
 		{Windows, `C:\ws\con `, "", ErrDevice},
 		{Windows, `C:\ws\COM1.log`, "", ErrDevice},
+		{Windows, `C:\ws\lpt0`, "", ErrDevice},
+		{Windows, `C:\ws\com10`, `C:\ws\com10`, nil},
 		{Windows, `C:\ws\COM¹`, "", ErrDevice},
 		{Windows, `C:\ws\conin$`, "", ErrDevice},
 		{Windows, `C:\ws\console.txt`, `C:\ws\console.txt`, nil},
