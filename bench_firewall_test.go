@@ -1,3 +1,5 @@
+//go:build unix
+
 package mcpguard_test
 
 // BenchmarkFirewall drills into what LlamaFirewall-style guardrails cost one

@@ -1,3 +1,5 @@
+//go:build linux
+
 package mcpguard_test
 
 // Kernel-enforcement edge cases of L3 on BPF LSM. They need -bpf, root and

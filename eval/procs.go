@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -68,7 +67,10 @@ func killCaseProcs(sb *Sandbox, within time.Duration) int {
 			return len(killed)
 		}
 		for _, pid := range pids {
-			syscall.Kill(pid, syscall.SIGKILL)
+			if p, err := os.FindProcess(pid); err == nil {
+				p.Kill()
+				p.Release()
+			}
 			killed[pid] = true
 		}
 		if time.Now().After(deadline) {

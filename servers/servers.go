@@ -27,7 +27,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // Lang is the language a server is written in.
@@ -205,10 +204,11 @@ func Build(ctx context.Context, binDir string, names ...string) error {
 		return fmt.Errorf("build servers: %w", err)
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+	unlock, err := lockFile(lock)
+	if err != nil {
 		return fmt.Errorf("build servers: lock: %w", err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer unlock()
 
 	abs, err := filepath.Abs(binDir)
 	if err != nil {

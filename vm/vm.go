@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package vm runs a command as root inside a qemu VM whose kernel enforces
 // BPF LSM, with the host's root file system shared read-only, so tests that
 // load BPF LSM programs run for real on machines whose own kernel refuses

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -120,7 +119,7 @@ func Daemon(linger time.Duration, action string, args ...string) (int, error) {
 		return 0, err
 	}
 	cmd.ExtraFiles = []*os.File{w}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = newSession()
 	err = cmd.Start()
 	w.Close()
 	if err != nil {

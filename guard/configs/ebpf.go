@@ -1,12 +1,10 @@
 package configs
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/mcpguard/mcpguard/guard/policy"
-	"github.com/mcpguard/mcpguard/guard/sandbox"
 )
 
 // buildEBPF adds the BPF LSM sandbox (L3): the server's policy compiled
@@ -27,11 +25,7 @@ func buildEBPF(o Options, s *Setup) error {
 	if err != nil {
 		return fmt.Errorf("L3 ebpf: %w", err)
 	}
-	sb, err := sandbox.New(context.Background(), p, sandbox.Options{
-		Server: o.Server,
-		Config: s.Name,
-		Audit:  o.Audit,
-	})
+	sb, err := newEBPF(p, o, s.Name)
 	if err != nil {
 		return fmt.Errorf("%w: L3 ebpf: %w", ErrUnavailable, err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/mcpguard/mcpguard/guard/pathrules"
 	"github.com/mcpguard/mcpguard/guard/validate"
 )
 
@@ -613,13 +614,16 @@ func lexicalPath(s string, o validate.PathOptions) string {
 		}
 		s = o.Home + s[1:]
 	}
-	if !filepath.IsAbs(s) {
-		if o.Base == "" {
-			return ""
-		}
-		s = filepath.Join(o.Base, s)
+	if !filepath.IsAbs(s) && o.Base == "" {
+		return ""
 	}
-	return filepath.Clean(s)
+	// Join by the host's rules: on Windows "\x" is the root of the base's
+	// drive, not a directory below the base.
+	c, err := pathrules.Host.Join(o.Base, s)
+	if err != nil {
+		return ""
+	}
+	return c
 }
 
 func urlViolation(arg string, err error) *Violation {

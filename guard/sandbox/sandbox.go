@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package sandbox is the controller of layer L3's eBPF backend: it checks
 // that the kernel enforces BPF LSM, attaches the programs of package bpf
 // once (pinned under /sys/fs/bpf/mcpguard), and for each guarded server

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/mcpguard/mcpguard/guard/pathrules"
 )
 
 // Path errors; the L1/L2 engine maps each to a rule id.
@@ -85,6 +87,9 @@ func CanonPath(p string, o PathOptions) (string, error) {
 			return "", ErrHome
 		}
 		p = o.Home + "/" + p[1:]
+	}
+	if err := pathrules.Host.Check(p); err != nil {
+		return "", err
 	}
 	if !filepath.IsAbs(p) {
 		if o.Base == "" {
@@ -168,6 +173,9 @@ func hasDotDot(p string) bool {
 // CanonPath. Where the kernel can be asked (Linux), it resolves p itself
 // when p exists; otherwise resolve walks p component by component.
 func resolve(p string) (string, error) {
+	if pathrules.Host == pathrules.Windows {
+		return pathrules.ResolveWindows(p, pathrules.OSFS{})
+	}
 	if r, ok := kernelResolve(p); ok {
 		return r, nil
 	}
@@ -262,10 +270,8 @@ func (rs Roots) Contains(p string) bool {
 	return false
 }
 
-// Within reports whether the clean absolute path p is root or below it.
+// Within reports whether the clean absolute path p is root or below it,
+// by the running system's rules (case ignored on macOS and Windows).
 func Within(p, root string) bool {
-	if root == "/" {
-		return strings.HasPrefix(p, "/")
-	}
-	return p == root || (len(p) > len(root) && p[len(root)] == '/' && p[:len(root)] == root)
+	return pathrules.Host.Within(p, root)
 }

@@ -1,10 +1,12 @@
+//go:build linux
+
 // Package probe holds a tiny BPF LSM program that denies one process opening
 // chosen files. TestVMProbe uses it to show that a kernel really enforces
 // BPF LSM (run it with `mcpguard vm -- go test -bpf ./vm/...`); on a kernel
 // that refuses BPF LSM, loading fails with guard.ErrKernelRefused.
 package probe
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror" -target amd64 -type file_id probe probe.bpf.c
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type file_id probe probe.bpf.c
 
 import (
 	"errors"

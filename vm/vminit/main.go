@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command vminit is the /init of the VM that `mcpguard vm` boots. It is built
 // statically (CGO_ENABLED=0) by the runner and packed into the initramfs with
 // the kernel modules it needs.

@@ -1,0 +1,4 @@
+package pathrules
+
+// Host is the flavour of the system this binary runs on.
+const Host = Darwin
