@@ -216,6 +216,69 @@ func TestGate(t *testing.T) {
 	assert.Empty(t, report.Gate(report.Compare(b2, s2, nil), 5))
 }
 
+// TestGateCorrectsForManyTests: sixty metrics of unchanged code, three of
+// which come out at p < 0.05 by chance (as three of the did), are
+// no regression after the correction; a slowdown in many metrics at once
+// still is.
+func TestGateCorrectsForManyTests(t *testing.T) {
+	var base, same, slow strings.Builder
+	base.WriteString("model-shape: small\n")
+	same.WriteString("model-shape: small\n")
+	slow.WriteString("model-shape: small\n")
+	for i := range 60 {
+		for j := range 8 {
+			b := 100 + float64(j)
+			s := 100.5 + float64(j)
+			if i < 3 { // by chance, the new runs all came out slower
+				s = 104 + float64(j)
+			}
+			fmt.Fprintf(&base, "BenchmarkX/m=%d-2 \t 1\t %g decode-ns\t %g timing-ppm\n", i, b, b)
+			fmt.Fprintf(&same, "BenchmarkX/m=%d-2 \t 1\t %g decode-ns\t %g timing-ppm\n", i, s, 2*s)
+			fmt.Fprintf(&slow, "BenchmarkX/m=%d-2 \t 1\t %g decode-ns\t %g timing-ppm\n", i, 2*b, b)
+		}
+	}
+	read := func(name, text string) *report.Bench {
+		p := filepath.Join(t.TempDir(), name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+		r, err := report.ReadBench(p)
+		require.NoError(t, err)
+		return r
+	}
+	b, sm, sl := read("base.txt", base.String()), read("same.txt", same.String()), read("slow.txt", slow.String())
+	rows := report.Compare(b, sm, nil)
+	var uncorrected int
+	for _, r := range rows {
+		if r.Unit == "decode-ns" && r.Worse(3) {
+			uncorrected++
+		}
+	}
+	require.Equal(t, 3, uncorrected, "the fixture has three chance 'regressions' before correction")
+	all, bad := report.Judge(rows, report.GateOptions{ThresholdPct: 3})
+	assert.Empty(t, bad, "none after Benjamini-Hochberg")
+	for _, j := range all {
+		if j.Unit == "timing-ppm" {
+			assert.False(t, j.Gated, "timing-ppm is not a per-iteration sample")
+			assert.False(t, j.Regression, "timing-ppm doubled but is not judged")
+		}
+	}
+	_, bad = report.Judge(report.Compare(b, sl, nil), report.GateOptions{ThresholdPct: 25})
+	assert.Len(t, bad, 60, "twice as slow everywhere")
+	_, bad = report.Judge(report.Compare(b, sl, nil), report.GateOptions{ThresholdPct: 25, Correction: report.Holm})
+	assert.Len(t, bad, 60, "p = 1.6e-4 a metric survives Holm's 60x too")
+	require.NoError(t, report.CheckConfig(b, sm, nil))
+}
+
+func TestAdjust(t *testing.T) {
+	ps := []float64{0.01, 0.04, 0.03, 0.005}
+	// Benjamini-Hochberg by hand: sorted 0.005 0.01 0.03 0.04 times 4/k:
+	// 0.02 0.02 0.04 0.04, then the running minimum from the top.
+	assert.InDeltaSlice(t, []float64{0.02, 0.04, 0.04, 0.02}, report.Adjust(ps, report.BH), 1e-12)
+	// Holm: 0.005*4, 0.01*3, 0.03*2, 0.04*1, running maximum.
+	assert.InDeltaSlice(t, []float64{0.03, 0.06, 0.06, 0.02}, report.Adjust(ps, report.Holm), 1e-12)
+	assert.Equal(t, ps, report.Adjust(ps, report.NoCorrection))
+	assert.Empty(t, report.Adjust(nil, report.BH))
+}
+
 func TestSummarizeMatchesBenchstat(t *testing.T) {
 	s := report.Summarize([]float64{5, 1, 4, 2, 3, 6, 7})
 	assert.Equal(t, 4.0, s.Center, "median")

@@ -134,4 +134,18 @@ func TestGateExitCodes(t *testing.T) {
 	code, _, stderr = runIn(t, nil, "gate", base, empty)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, empty, "the error names the file")
+
+	// Another model shape is another experiment: refused, not compared.
+	small := filepath.Join(dir, "small.txt")
+	medium := filepath.Join(dir, "medium.txt")
+	b, err := os.ReadFile(same)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(small, append([]byte("model-shape: small\ncpu: one\n"), b...), 0o644))
+	require.NoError(t, os.WriteFile(medium, append([]byte("model-shape: medium\ncpu: other\n"), b...), 0o644))
+	code, _, stderr = runIn(t, nil, "gate", small, medium)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `model-shape: "small" vs "medium"`)
+	assert.NotContains(t, stderr, "cpu", "the machine may differ")
+	code, _, _ = runIn(t, nil, "gate", "--ignore-config", "model-shape", small, medium)
+	assert.Equal(t, 0, code)
 }
