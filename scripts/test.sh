@@ -30,6 +30,16 @@ done < <(grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r f;
 	grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //' | sed "s|^|./${dir#./} |"
 done)
 
+# The benchmark gate (testdata/gate/README.md): BenchmarkAgent on the small
+# reference model, 8 runs of 3 iterations (~15-30 s), against the baseline
+# committed from a build machine; fails on a significant slowdown over 50%.
+step "benchmark gate: BenchmarkAgent against testdata/gate/agent.txt"
+gate_new=$(mktemp)
+env -u VLLM_BASE_URL -u MCP_FILESYSTEM_BINARY go test -run '^$' -bench 'Agent/size=(1KiB|16KiB)/guard=none$' \
+	-model-shape small -agent.dotenv '' -benchtime 3x -count 8 . > "$gate_new"
+go run ./cmd/mcpguard gate --threshold 50 testdata/gate/agent.txt "$gate_new"
+rm -f "$gate_new"
+
 if [ "${SKIP_VM:-0}" = 1 ]; then
 	step "SKIP_VM=1: kernel-enforcement tests not run"
 	exit 0
