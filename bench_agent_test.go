@@ -3,21 +3,21 @@ package mcpguard_test
 // BenchmarkAgent profiles one SimpleAgent iteration (plan a tool call, run it
 // over MCP, answer from its output) phase by phase, by tool-output size and
 // by guard config. Its output is benchstat input: run it in each VM with
-// -env and compare the two files as one table per metric, the environments
-// side by side (see docs/agent.md and docs/cvm.md):
+// -env and compare the two files (see docs/agent.md and docs/cvm.md):
 //
 //	go test -run '^$' -bench Agent -count 10 -env std | tee std.txt
 //	go test -run '^$' -bench Agent -count 10 -env cvm | tee cvm.txt
-//	benchstat -col .config:env std.txt cvm.txt
+//	benchstat -col env -ignore cpu,cvm,cvm-evidence,kernel std.txt cvm.txt
 //
-// -col .config:env pairs the rows by benchmark name and puts the env: values
-// in columns; a configuration line that differs between the files (cpu, say)
-// is then just a note, where with the default columns (.file) it splits the
-// tables. TestBenchmarkAgent runs every row once and checks the relations
+// -col env puts the environments side by side and pairs the rows by
+// benchmark name; -ignore drops the configuration lines that differ between
+// the two machines by design, which would otherwise split every metric into
+// one unpaired table per file (what `benchstat -ignore cpu std.txt cvm.txt`
+// prints). TestBenchmarkAgent runs every row once and checks the relations
 // between its metrics.
 //
-// With VLLM_BASE_URL unset it runs the embedded reference model (-model-shape)
-// on a loopback HTTP listener.
+// With VLLM_BASE_URL unset it runs the embedded reference model (-model-shape,
+// default medium) on a loopback HTTP listener.
 
 import (
 	"context"
