@@ -38,6 +38,7 @@ func sampleInputs(t *testing.T) report.Inputs {
 	require.NoError(t, err)
 	in.Eval, err = report.ReadEval(filepath.Join(samples, "eval.json"))
 	require.NoError(t, err)
+	in.Sample = "testdata/report (see its README)"
 	return in
 }
 
@@ -72,7 +73,11 @@ func TestReportGolden(t *testing.T) {
 			checkPDF(t, f)
 		}
 	}
-	for _, want := range []string{"security", "security-categories", "latency", "firewall-added", "firewall-scanners", "summary"} {
+	assert.Contains(t, string(md), "**Sample data**", "sample inputs are labelled as such")
+	svg, err := os.ReadFile(filepath.Join(dir, "cvm-dashboard-none.svg"))
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "[sample data]")
+	for _, want := range []string{"security", "security-categories", "latency", "firewall-added", "firewall-scanners", "cvm-dashboard-none", "summary"} {
 		assert.True(t, bases[want], "figure %s was not drawn (got %v)", want, bases)
 	}
 	var cvm int
@@ -327,4 +332,51 @@ func TestMergedHostAndVMEval(t *testing.T) {
 	assert.Contains(t, out, "| C-ebpf | 100.0% | 100.0% | 1/1 |")
 	assert.NotContains(t, out, "C-ebpf was skipped")
 	assert.Contains(t, out, "C-full was skipped: kernel refused BPF LSM")
+}
+
+// TestDashboardMarksOnlySignificantChanges: of two phases, the one that
+// doubled is labelled with its change in figure 2, the one that moved by
+// noise is not, and each phase's share adds up to the iteration.
+func TestDashboardMarksOnlySignificantChanges(t *testing.T) {
+	write := func(name, env string, decode func(j int) float64, planning func(j int) float64) *report.Bench {
+		var b strings.Builder
+		fmt.Fprintf(&b, "env: %s\n", env)
+		for _, size := range []string{"1KiB", "16KiB"} {
+			for j := range 8 {
+				d, p := decode(j), planning(j)
+				fmt.Fprintf(&b, "BenchmarkAgent/size=%s/guard=none-2 \t 1\t %g planning-ns\t %g tool-ns\t %g ttft-ns\t %g decode-ns\t %g tpot-ns\t %g other-ns\t %g e2e-ns\n",
+					size, p, 1e6, 3e7, d, d/63, 1e5, p+1e6+3e7+d+1e5)
+			}
+		}
+		p := filepath.Join(t.TempDir(), name)
+		require.NoError(t, os.WriteFile(p, []byte(b.String()), 0o644))
+		r, err := report.ReadBench(p)
+		require.NoError(t, err)
+		return r
+	}
+	std := write("std.txt", "std", func(j int) float64 { return 5e7 + float64(j)*1e5 }, func(j int) float64 { return 2e7 + float64(j)*1e5 })
+	cvm := write("cvm.txt", "cvm", func(j int) float64 { return 1.65e8 + float64(j)*1e5 }, func(j int) float64 { return 2.01e7 + float64(7-j)*1e5 })
+	ds := report.Dashboards(std, cvm, nil)
+	require.Len(t, ds, 1)
+	d := ds[0]
+	assert.Equal(t, []string{"1KiB", "16KiB"}, d.Sizes)
+	dec, ok := d.Cell("16KiB", "decode-ns")
+	require.True(t, ok)
+	assert.True(t, dec.Changed, "decode more than tripled")
+	pl, ok := d.Cell("16KiB", "planning-ns")
+	require.True(t, ok)
+	assert.False(t, pl.Changed, "planning moved by noise")
+
+	dir := t.TempDir()
+	files, err := report.DashboardFigure(d, "std", "cvm", "", dir, []string{"svg", "png"})
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+	checkPNG(t, files[1])
+	svg, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	label := func(c report.DashCell) string { return fmt.Sprintf(">%+.0f%%<", (c.CVM.Center/c.Std.Center-1)*100) }
+	assert.Contains(t, string(svg), label(dec), "the slower decode is labelled")
+	assert.NotContains(t, string(svg), label(pl), "the unchanged planning is not")
+	assert.NotContains(t, string(svg), "[sample data]")
+	assert.Contains(t, string(svg), "whiskers: 95% CI", "8 runs a side give intervals")
 }
