@@ -92,6 +92,11 @@ func groupedBars(title, ylabel string, groups []string, ss []series) (*plot.Plot
 	p.NominalX(groups...)
 	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
 	p.Y.Max = top * 1.05
+	if long := slices.ContainsFunc(groups, func(g string) bool { return len(g) > 9 }); long && len(groups) > 4 {
+		// Long names side by side would run into each other.
+		p.X.Tick.Label.Rotation = math.Pi / 2
+		p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
+	}
 	return p, leg, nil
 }
 
