@@ -65,10 +65,12 @@ func init() { fsserver.ServeIfChild() }
 
 // benchSizes are the tool-output sizes studied: large context returns are
 // part of what is measured.
-var benchSizes = []struct {
+var benchSizes = []benchSize{{"1KiB", 1 << 10}, {"16KiB", 16 << 10}, {"128KiB", 128 << 10}}
+
+type benchSize struct {
 	name  string
 	bytes int
-}{{"1KiB", 1 << 10}, {"16KiB", 16 << 10}, {"128KiB", 128 << 10}}
+}
 
 func sizeNames() string {
 	var n []string
@@ -84,12 +86,7 @@ func sizeList(tb testing.TB, flagName, value string) []string {
 	var out []string
 	for _, s := range strings.Split(value, ",") {
 		s = strings.TrimSpace(s)
-		if !slices.ContainsFunc(benchSizes, func(b struct {
-			name  string
-			bytes int
-		}) bool {
-			return b.name == s
-		}) {
+		if !slices.ContainsFunc(benchSizes, func(b benchSize) bool { return b.name == s }) {
 			tb.Fatalf("-%s: unknown size %q (have %s)", flagName, s, sizeNames())
 		}
 		out = append(out, s)

@@ -100,25 +100,6 @@ func groupedBars(title, ylabel string, groups []string, ss []series) (*plot.Plot
 	return p, leg, nil
 }
 
-// hasCI reports whether any series has an interval to draw.
-func hasCI(ss []series) bool {
-	for _, s := range ss {
-		if s.lo != nil && !slices.Equal(s.lo, s.hi) {
-			return true
-		}
-	}
-	return false
-}
-
-// msLabel is a y label for medians in ms, naming the interval only when
-// one is drawn.
-func msLabel(ss []series) string {
-	if hasCI(ss) {
-		return "median ms (whiskers: 95% CI)"
-	}
-	return "median ms (n < 6: no CI)"
-}
-
 func sampleTitle(title, sample string) string {
 	if sample != "" {
 		return title + " [sample data]"
