@@ -524,3 +524,21 @@ func TestStreamGapsAreInterChunkTimes(t *testing.T) {
 	}
 	assert.Equal(t, r.Phases.Decode, sum, "the gaps add up to the decode phase")
 }
+
+func TestMaxTokensLeftOutForReasoningModels(t *testing.T) {
+	srv := llmtest.New()
+	t.Cleanup(srv.Close)
+	for model, both := range map[string]bool{"o3-mini": false, "gpt-5-mini": false, "qwen2.5-1.5b-instruct": true} {
+		l := agent.NewLLM(agent.LLMOptions{BaseURL: srv.BaseURL(), Model: model})
+		_, err := l.ChatStream(context.Background(), openai.ChatCompletionRequest{
+			Messages:  []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}},
+			MaxTokens: 9, MaxCompletionTokens: 9,
+		})
+		require.NoError(t, err, model)
+		bodies := srv.Bodies()
+		b := bodies[len(bodies)-1]
+		assert.EqualValues(t, 9, b["max_completion_tokens"], model)
+		_, has := b["max_tokens"]
+		assert.Equal(t, both, has, model)
+	}
+}

@@ -246,6 +246,11 @@ func (s *Stream) stamp(now time.Time) {
 // request timeout in all, nor the stall timeout between chunks.
 func (l *LLM) ChatStream(ctx context.Context, req openai.ChatCompletionRequest) (*Stream, error) {
 	req.Model = l.model
+	if req.MaxTokens > 0 && reasoningModel(l.model) {
+		// go-openai refuses max_tokens for OpenAI's reasoning models, which
+		// read max_completion_tokens anyway.
+		req.MaxTokens = 0
+	}
 	req.Stream = true
 	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 
@@ -363,6 +368,17 @@ func (l *LLM) ChatStream(ctx context.Context, req openai.ChatCompletionRequest) 
 		s.First, s.Last = s.End, s.End
 	}
 	return s, nil
+}
+
+// reasoningModel reports whether go-openai refuses max_tokens for model
+// (its reasoning-model families).
+func reasoningModel(model string) bool {
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5", "gpt-6"} {
+		if strings.HasPrefix(model, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // StampCost measures what the per-chunk bookkeeping of ChatStream costs (the
