@@ -30,6 +30,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -497,6 +498,12 @@ func runRow(tb testing.TB, name string, row func(tb testing.TB, loop func() bool
 			for _, m := range row(b, b.Loop) {
 				b.ReportMetric(m.v, m.unit)
 			}
+			// The machine's load when the row ended: not a measurement of
+			// the code, but it says whether two runs saw comparable machines
+			// (mcpguard gate shows it and judges it not).
+			if l, ok := loadAvg(); ok {
+				b.ReportMetric(l, "loadavg")
+			}
 		})
 	case *testing.T:
 		tb.Run(name, func(t *testing.T) {
@@ -507,6 +514,20 @@ func runRow(tb testing.TB, name string, row func(tb testing.TB, loop func() bool
 	default:
 		tb.Fatalf("runRow: %T", tb)
 	}
+}
+
+// loadAvg is the 1-minute load average, where /proc/loadavg has it.
+func loadAvg() (float64, bool) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return v, err == nil
 }
 
 // checkMetrics tests what must hold between a row's metrics whatever the

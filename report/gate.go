@@ -58,7 +58,7 @@ func CheckConfig(base, cur *Bench, ignore []string) error {
 // timing-ppm divides by a cost measured once per process (every
 // sub-benchmark of one process shares it); the rest are counts or
 // fractions that describe the workload, not its speed.
-var notSamples = []string{"timing-ppm", "incomplete-frac", "workers", "segments", "peak-frac"}
+var notSamples = []string{"timing-ppm", "incomplete-frac", "workers", "segments", "peak-frac", "loadavg"}
 
 // Gated reports whether the gate judges unit: times per operation (…-ns,
 // ns/op, sec/op) and rates (…/s), which are means over a run's
@@ -70,6 +70,37 @@ func Gated(unit string) bool {
 	}
 	u := strings.ToLower(unit)
 	return strings.HasSuffix(u, "-ns") || u == "ns/op" || u == "sec/op" || strings.HasSuffix(u, "/s")
+}
+
+// LoadNote returns a warning when the two files' machines were loaded
+// differently (the medians of their loadavg metrics 1.5x apart or more),
+// and "" otherwise or when a file has no loadavg. A wall-clock comparison
+// of runs made under different load says as much about the machine as
+// about the code.
+func LoadNote(base, cur *Bench) string {
+	med := func(b *Bench) (float64, bool) {
+		var all []float64
+		for k, v := range b.Samples {
+			if k.Unit == "loadavg" {
+				all = append(all, v...)
+			}
+		}
+		if len(all) == 0 {
+			return 0, false
+		}
+		slices.Sort(all)
+		return all[len(all)/2], true
+	}
+	lb, ok1 := med(base)
+	lc, ok2 := med(cur)
+	if !ok1 || !ok2 {
+		return ""
+	}
+	// Below one runnable thread a machine is idle enough either way.
+	if max(lb, lc) < 1 || max(lb, lc)/max(min(lb, lc), 0.5) < 1.5 {
+		return ""
+	}
+	return fmt.Sprintf("the machines' load differed: median 1-minute load average %.1f (base) vs %.1f (new); wall-clock differences may be the machine's, not the code's", lb, lc)
 }
 
 // Correction is how the gate corrects p-values for the number of tests.

@@ -380,3 +380,14 @@ func TestDashboardMarksOnlySignificantChanges(t *testing.T) {
 	assert.NotContains(t, string(svg), "[sample data]")
 	assert.Contains(t, string(svg), "whiskers: 95% CI", "8 runs a side give intervals")
 }
+
+func TestLoadNote(t *testing.T) {
+	quiet := benchFile(t, "quiet.txt", "loadavg", 2, 2.5, 3)
+	busy := benchFile(t, "busy.txt", "loadavg", 20, 22, 25)
+	alsoQuiet := benchFile(t, "q2.txt", "loadavg", 2.4, 2.6, 2.2)
+	none := benchFile(t, "none.txt", "p50-ns", 1, 2, 3)
+	assert.Contains(t, report.LoadNote(quiet, busy), "2.5 (base) vs 22.0 (new)")
+	assert.Empty(t, report.LoadNote(quiet, alsoQuiet))
+	assert.Empty(t, report.LoadNote(quiet, none), "no loadavg, no note")
+	assert.False(t, report.Gated("loadavg"))
+}

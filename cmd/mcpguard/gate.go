@@ -98,6 +98,9 @@ In CI (scripts/test.sh; testdata/gate/README.md):
 	tw.Flush()
 	fmt.Fprintf(s.out, "q: p-value corrected (%s) over the %d judged metrics; a regression is q < %g and worse by more than %g%%\n",
 		c, countGated(all), *alpha, *threshold)
+	if note := report.LoadNote(base, cur); note != "" {
+		fmt.Fprintln(s.out, "note:", note)
+	}
 	if len(bad) > 0 {
 		return &exitCode{code: 1, err: fmt.Errorf("%d metric(s) significantly worse by more than %.1f%%", len(bad), *threshold)}
 	}
