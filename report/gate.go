@@ -72,12 +72,10 @@ func Gated(unit string) bool {
 	return strings.HasSuffix(u, "-ns") || u == "ns/op" || u == "sec/op" || strings.HasSuffix(u, "/s")
 }
 
-// LoadNote returns a warning when the two files' machines were loaded
-// differently (the medians of their loadavg metrics 1.5x apart or more),
-// and "" otherwise or when a file has no loadavg. A wall-clock comparison
-// of runs made under different load says as much about the machine as
-// about the code.
-func LoadNote(base, cur *Bench) string {
+// Loads returns the medians of the two files' loadavg metrics (the
+// machine's 1-minute load average at the end of each row), and whether both
+// files have them.
+func Loads(base, cur *Bench) (lb, lc float64, ok bool) {
 	med := func(b *Bench) (float64, bool) {
 		var all []float64
 		for k, v := range b.Samples {
@@ -93,14 +91,16 @@ func LoadNote(base, cur *Bench) string {
 	}
 	lb, ok1 := med(base)
 	lc, ok2 := med(cur)
-	if !ok1 || !ok2 {
-		return ""
-	}
-	// Below one runnable thread a machine is idle enough either way.
-	if max(lb, lc) < 1 || max(lb, lc)/max(min(lb, lc), 0.5) < 1.5 {
-		return ""
-	}
-	return fmt.Sprintf("the machines' load differed: median 1-minute load average %.1f (base) vs %.1f (new); wall-clock differences may be the machine's, not the code's", lb, lc)
+	return lb, lc, ok1 && ok2
+}
+
+// MoreLoaded reports whether the new file's machine was at least ratio
+// times as loaded as the base's (loads below one runnable thread count as
+// one, an idle machine). A wall-clock slowdown measured then says as much
+// about the machine as about the code.
+func MoreLoaded(base, cur *Bench, ratio float64) bool {
+	lb, lc, ok := Loads(base, cur)
+	return ok && ratio > 0 && max(lc, 1)/max(lb, 1) >= ratio
 }
 
 // Correction is how the gate corrects p-values for the number of tests.

@@ -381,13 +381,21 @@ func TestDashboardMarksOnlySignificantChanges(t *testing.T) {
 	assert.Contains(t, string(svg), "whiskers: 95% CI", "8 runs a side give intervals")
 }
 
-func TestLoadNote(t *testing.T) {
+func TestMoreLoaded(t *testing.T) {
 	quiet := benchFile(t, "quiet.txt", "loadavg", 2, 2.5, 3)
 	busy := benchFile(t, "busy.txt", "loadavg", 20, 22, 25)
 	alsoQuiet := benchFile(t, "q2.txt", "loadavg", 2.4, 2.6, 2.2)
+	idle := benchFile(t, "idle.txt", "loadavg", 0.1, 0.2, 0.1)
 	none := benchFile(t, "none.txt", "p50-ns", 1, 2, 3)
-	assert.Contains(t, report.LoadNote(quiet, busy), "2.5 (base) vs 22.0 (new)")
-	assert.Empty(t, report.LoadNote(quiet, alsoQuiet))
-	assert.Empty(t, report.LoadNote(quiet, none), "no loadavg, no note")
+	lb, lc, ok := report.Loads(quiet, busy)
+	require.True(t, ok)
+	assert.Equal(t, 2.5, lb)
+	assert.Equal(t, 22.0, lc)
+	assert.True(t, report.MoreLoaded(quiet, busy, 1.5))
+	assert.False(t, report.MoreLoaded(busy, quiet, 1.5), "a quieter new run is judged")
+	assert.False(t, report.MoreLoaded(quiet, alsoQuiet, 1.5))
+	assert.False(t, report.MoreLoaded(idle, alsoQuiet, 3), "below one runnable thread counts as one")
+	assert.False(t, report.MoreLoaded(quiet, busy, 0), "0 turns the check off")
+	assert.False(t, report.MoreLoaded(quiet, none, 1.5), "no loadavg, no check")
 	assert.False(t, report.Gated("loadavg"))
 }

@@ -27,8 +27,15 @@ goos, goarch, pkg); cpu, kernel and env may differ. Run each side with
 -count 8 or more: with 6 runs a side no single metric can reach
 significance after the correction.
 
+Each row of BenchmarkAgent and BenchmarkFirewall also reports the machine's
+1-minute load average (loadavg, not judged). When the new run's machine was
+--load-ratio times as loaded as the base's or more, a slowdown says as much
+about the machine as about the code: the gate then reports regressions as
+inconclusive (exit 3) instead of failing.
+
 Exit status: 0 no regression, 1 a regression (listed), 2 bad input, usage
-or configurations that differ.
+or configurations that differ, 3 regressions measured on a machine much more
+loaded than the base's (inconclusive).
 
 In CI (scripts/test.sh; testdata/gate/README.md):
   go test -run '^$' -bench 'Agent/size=(1KiB|16KiB)/guard=none$' -model-shape small \
@@ -39,6 +46,7 @@ In CI (scripts/test.sh; testdata/gate/README.md):
 	correction := fs.String("correction", string(report.BH), "multiple-comparison correction: bh (Benjamini-Hochberg), holm or none")
 	filter := fs.String("filter", "", "only benchmarks whose name matches this `regexp`")
 	ignore := fs.String("ignore-config", "", "comma-separated configuration `keys` allowed to differ")
+	loadRatio := fs.Float64("load-ratio", 1.5, "regressions are inconclusive (exit 3) when the new run's load average is this `ratio` of the base's or more (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,8 +106,11 @@ In CI (scripts/test.sh; testdata/gate/README.md):
 	tw.Flush()
 	fmt.Fprintf(s.out, "q: p-value corrected (%s) over the %d judged metrics; a regression is q < %g and worse by more than %g%%\n",
 		c, countGated(all), *alpha, *threshold)
-	if note := report.LoadNote(base, cur); note != "" {
-		fmt.Fprintln(s.out, "note:", note)
+	if lb, lc, ok := report.Loads(base, cur); ok {
+		fmt.Fprintf(s.out, "machine load (median 1-minute load average): base %.1f, new %.1f\n", lb, lc)
+	}
+	if len(bad) > 0 && report.MoreLoaded(base, cur, *loadRatio) {
+		return &exitCode{code: 3, err: fmt.Errorf("inconclusive: %d metric(s) worse by more than %.1f%%, but the new run's machine was at least %gx as loaded as the base's", len(bad), *threshold, *loadRatio)}
 	}
 	if len(bad) > 0 {
 		return &exitCode{code: 1, err: fmt.Errorf("%d metric(s) significantly worse by more than %.1f%%", len(bad), *threshold)}
