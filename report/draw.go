@@ -15,10 +15,10 @@ import (
 )
 
 // Figures are drawn for a paper's column: 3.5 in wide, 7-9 pt text, so
-// they are legible printed at that size. PNGs are rendered at 300 dpi.
+// they are legible printed at that size. PNGs are rendered at 200 dpi.
 const (
 	colW   = 3.5 * vg.Inch
-	pngDPI = 300
+	pngDPI = 200
 )
 
 // Font sizes at column width.
