@@ -28,6 +28,7 @@ import (
 	"github.com/mcpguard/mcpguard/agent/firewall"
 	"github.com/mcpguard/mcpguard/agent/llmtest"
 	openai "github.com/sashabaranov/go-openai"
+	"github.com/stretchr/testify/assert"
 )
 
 var benchFWSizes = flag.String("firewall.sizes", "1KiB,16KiB", "comma-separated tool-output sizes BenchmarkFirewall runs, of 1KiB, 16KiB, 128KiB (128KiB: the classifier and the judge each take seconds per iteration on the reference model)")
@@ -41,7 +42,7 @@ type fwSetup struct {
 	tool, assistant []firewall.Scanner
 }
 
-func firewallSetups(b *testing.B, m *benchModel) []fwSetup {
+func firewallSetups(b testing.TB, m *benchModel) []fwSetup {
 	b.Helper()
 	url, api := m.cfg.ClassifierURL, firewall.ClassifierAPI(m.cfg.ClassifierAPI)
 	if url == "" {
@@ -73,54 +74,71 @@ func firewallSetups(b *testing.B, m *benchModel) []fwSetup {
 	}
 }
 
-func BenchmarkFirewall(b *testing.B) {
-	m := startModel(b)
+func BenchmarkFirewall(b *testing.B)     { runFirewall(b) }
+func TestBenchmarkFirewall(t *testing.T) { runFirewall(t) }
+
+func runFirewall(tb testing.TB) {
+	m := startModel(tb)
 	defer m.stop()
 	classifier := m.cfg.ClassifierURL
 	if classifier == "" {
 		classifier = "embedded reference server /predict (loopback HTTP)"
 	}
-	printEnv(b, m, envinfo.Line{Key: "classifier-endpoint", Value: classifier})
-	dir := targetDir(b)
-	files := writeTarget(b, dir)
-	setups := firewallSetups(b, m)
+	printEnv(tb, m, envinfo.Line{Key: "classifier-endpoint", Value: classifier})
+	dir := targetDir(tb)
+	files := writeTarget(tb, dir)
+	setups := firewallSetups(tb, m)
 	stampCost := agent.StampCost(100000)
-	for _, size := range strings.Split(*benchFWSizes, ",") {
-		size = strings.TrimSpace(size)
-		if files[size] == "" {
-			b.Fatalf("-firewall.sizes: unknown size %q", size)
-		}
+	for _, size := range sizeList(tb, "firewall.sizes", *benchFWSizes) {
 		for _, s := range setups {
-			b.Run(fmt.Sprintf("size=%s/fw=%s", size, s.name), func(b *testing.B) {
+			runRow(tb, fmt.Sprintf("size=%s/fw=%s", size, s.name), func(tb testing.TB, loop func() bool) metrics {
 				var fw *firewall.Firewall
 				if s.name != "none" {
 					fw = firewall.New(map[firewall.Role][]firewall.Scanner{firewall.RoleTool: s.tool, firewall.RoleAssistant: s.assistant})
 				}
-				a := newBenchAgent(b, m, dir, "none", agent.Options{Firewall: fw})
+				a := newBenchAgent(tb, m, dir, "none", agent.Options{Firewall: fw})
 				var sums phaseSums
 				ctx := context.Background()
-				for b.Loop() {
+				for loop() {
 					r, err := a.Run(ctx, task(files[size]))
 					if err != nil {
-						b.Fatal(err)
+						tb.Fatal(err)
 					}
 					// A clean file must pass: a false positive would time a
 					// shorter, blocked run instead of an iteration.
-					if r.Outcome != agent.Completed {
-						b.Fatalf("clean file stopped (%s) by %s: %s", r.Outcome, r.Verdict.Scanner, r.Verdict.Reason)
+					switch r.Outcome {
+					case agent.Completed, agent.NoAnswer:
+					default:
+						tb.Fatalf("clean file stopped (%s) by %s: %s", r.Outcome, r.Verdict.Scanner, r.Verdict.Reason)
 					}
 					sums.add(r)
 				}
-				sums.report(b, stampCost)
+				if sums.n == 0 {
+					tb.Errorf("no iteration completed: the model called a tool again instead of answering %d time(s)", sums.incomplete)
+					return nil
+				}
+				ms := sums.metrics(stampCost)
 				n := float64(sums.n)
-				b.ReportMetric(float64(sums.fw.Nanoseconds())/n, "fw-ns")
-				total := sums.planning + sums.tool + sums.prefill + sums.decode + sums.fw
-				if total > 0 {
-					b.ReportMetric(100*float64(sums.fw)/float64(total), "fw-pct")
+				ms = append(ms, metric{"fw-ns", float64(sums.fw.Nanoseconds()) / n})
+				if sums.total > 0 {
+					ms = append(ms, metric{"fw-pct", 100 * float64(sums.fw) / float64(sums.total)})
 				}
 				for _, sc := range append(s.tool, s.assistant...) {
-					b.ReportMetric(float64(sums.scanners[sc.Name()].Nanoseconds())/n, scannerUnit(sc.Name()))
+					ms = append(ms, metric{scannerUnit(sc.Name()), float64(sums.scanners[sc.Name()].Nanoseconds()) / n})
 				}
+				if !isBench(tb) {
+					var scanned time.Duration
+					for _, d := range sums.scanners {
+						scanned += d
+					}
+					assert.Equal(tb, sums.fw, scanned, "the scanners' times add up to the firewall's")
+					if s.name == "none" {
+						assert.Zero(tb, sums.fw)
+					} else {
+						assert.Positive(tb, sums.fw)
+					}
+				}
+				return ms
 			})
 		}
 	}

@@ -8,6 +8,7 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +56,25 @@ type Options struct {
 	MaxTokens int
 	// ToolTimeout bounds one tool call (0 for DefaultToolTimeout).
 	ToolTimeout time.Duration
+	// Nonce puts a fresh random tag at the start of each run's prompt (the
+	// system message), so that no run's prompt shares a prefix with an
+	// earlier one: servers that cache prefixes (vLLM, llama.cpp, SGLang do
+	// by default) would otherwise serve every run after the first from the
+	// cache, and TTFT would time a cache hit instead of a prefill. Within a
+	// run the answer request still shares the planning request's prefix,
+	// as it does for any agent.
+	Nonce bool
+}
+
+// NonceLen is the length of the tag Options.Nonce adds: "[run " + 16 hex
+// digits + "] ", fixed so that token counts do not vary between runs.
+const NonceLen = 23
+
+// newNonce returns a fresh tag of NonceLen bytes.
+func newNonce() string {
+	var b [8]byte
+	rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return fmt.Sprintf("[run %x] ", b)
 }
 
 // Agent holds a connected MCP session and the tools it lists; Run may be
@@ -126,6 +146,11 @@ const (
 	Blocked
 	// NeedsHuman: a scanner asked for a human in the loop; the run stopped.
 	NeedsHuman
+	// NoAnswer: after the tool result the model called a tool again
+	// instead of answering. The agent makes one call per run, so the run
+	// ends there; it is not a complete iteration (its "answer" phases time
+	// a second plan) and benchmarks count it apart.
+	NoAnswer
 )
 
 func (o Outcome) String() string {
@@ -136,6 +161,8 @@ func (o Outcome) String() string {
 		return "blocked"
 	case NeedsHuman:
 		return "human_in_the_loop"
+	case NoAnswer:
+		return "no_answer"
 	}
 	return fmt.Sprintf("outcome(%d)", int(o))
 }
@@ -245,7 +272,11 @@ func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
 	r := &Result{}
 	defer func() { r.Phases.Total = time.Since(start) }()
 
-	trace := []firewall.Message{{Role: firewall.RoleSystem, Content: a.o.System}}
+	system := a.o.System
+	if a.o.Nonce {
+		system = newNonce() + system
+	}
+	trace := []firewall.Message{{Role: firewall.RoleSystem, Content: system}}
 	user := firewall.Message{Role: firewall.RoleUser, Content: task}
 	if stop, err := a.scan(ctx, r, user, trace); stop || err != nil {
 		return r, err
@@ -253,11 +284,14 @@ func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
 	trace = append(trace, user)
 
 	msgs := []openai.ChatCompletionMessage{
-		{Role: openai.ChatMessageRoleSystem, Content: a.o.System},
+		{Role: openai.ChatMessageRoleSystem, Content: system},
 		{Role: openai.ChatMessageRoleUser, Content: task},
 	}
 	plan, err := a.o.LLM.ChatStream(ctx, openai.ChatCompletionRequest{
-		Messages: msgs, Tools: a.tools, ToolChoice: "auto", MaxCompletionTokens: a.o.MaxTokens,
+		Messages: msgs, Tools: a.tools, ToolChoice: "auto",
+		// Both names: OpenAI and vLLM read max_completion_tokens, Ollama
+		// and older servers only max_tokens.
+		MaxTokens: a.o.MaxTokens, MaxCompletionTokens: a.o.MaxTokens,
 	})
 	if err != nil {
 		return r, fmt.Errorf("planning: %w", err)
@@ -297,7 +331,7 @@ func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
 	}
 
 	final, err := a.o.LLM.ChatStream(ctx, openai.ChatCompletionRequest{
-		Messages: msgs, Tools: a.tools, MaxCompletionTokens: a.o.MaxTokens,
+		Messages: msgs, Tools: a.tools, MaxTokens: a.o.MaxTokens, MaxCompletionTokens: a.o.MaxTokens,
 	})
 	if err != nil {
 		return r, fmt.Errorf("answer: %w", err)
@@ -306,6 +340,10 @@ func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
 	r.Phases.Prefill = final.TTFT()
 	r.Phases.Decode = final.Decode()
 	r.Answer = final.Content
+	if len(final.ToolCalls) > 0 {
+		r.Outcome = NoAnswer
+		return r, nil
+	}
 	answer := firewall.Message{Role: firewall.RoleAssistant, Content: final.Content}
 	if stop, err := a.scan(ctx, r, answer, trace); stop || err != nil {
 		return r, err

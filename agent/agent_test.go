@@ -435,3 +435,110 @@ func FuzzChatStream(f *testing.F) {
 		t.Fatalf("error without a sentinel: %v", err)
 	})
 }
+
+func TestRunNonceMakesPromptsDiffer(t *testing.T) {
+	f := newFixture(t, "hello")
+	srv, err := agent.FSServer(f.dir)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := agent.New(ctx, agent.Options{LLM: agent.NewLLM(agent.LLMOptions{BaseURL: f.llm.BaseURL()}), Server: srv, Nonce: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	for range 2 {
+		_, err := run(t, a, "Summarize the file "+f.file+".")
+		require.NoError(t, err)
+	}
+	reqs := f.llm.Requests()
+	require.Len(t, reqs, 4)
+	sys := func(i int) string { return reqs[i].Messages[0].Content }
+	assert.True(t, strings.HasPrefix(sys(0), "[run "), sys(0))
+	assert.True(t, strings.HasSuffix(sys(0), agent.DefaultSystemPrompt))
+	assert.Len(t, sys(0), agent.NonceLen+len(agent.DefaultSystemPrompt))
+	assert.Equal(t, sys(0), sys(1), "plan and answer of one run share the prefix")
+	assert.NotEqual(t, sys(0), sys(2), "the next run's prompt starts differently")
+	assert.Len(t, sys(2), len(sys(0)), "fixed-length tag")
+}
+
+func TestRunSendsBothMaxTokenFieldsAndExtraBody(t *testing.T) {
+	f := newFixture(t, "hello")
+	srv, err := agent.FSServer(f.dir)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	llm := agent.NewLLM(agent.LLMOptions{BaseURL: f.llm.BaseURL(), ExtraBody: map[string]any{"cache_prompt": false, "model": "not me"}})
+	a, err := agent.New(ctx, agent.Options{LLM: llm, Server: srv, MaxTokens: 77})
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	_, err = run(t, a, "Summarize the file "+f.file+".")
+	require.NoError(t, err)
+	bodies := f.llm.Bodies()
+	require.Len(t, bodies, 2)
+	for _, b := range bodies {
+		assert.EqualValues(t, 77, b["max_tokens"])
+		assert.EqualValues(t, 77, b["max_completion_tokens"])
+		assert.Equal(t, false, b["cache_prompt"])
+		assert.Equal(t, "scripted", b["model"], "an extra field never replaces one the request has")
+	}
+}
+
+func TestRunCountsCachedTokens(t *testing.T) {
+	f := newFixture(t, "hello")
+	f.llm.CachedTokens = 5
+	a := f.agent(t, nil, 0)
+	r, err := run(t, a, "Summarize the file "+f.file+".")
+	require.NoError(t, err)
+	n, ok := r.Final.CachedTokens()
+	assert.True(t, ok)
+	assert.Equal(t, 5, n)
+
+	f2 := newFixture(t, "hello")
+	r, err = run(t, f2.agent(t, nil, 0), "Summarize the file "+f2.file+".")
+	require.NoError(t, err)
+	_, ok = r.Final.CachedTokens()
+	assert.False(t, ok, "a server that says nothing about its cache")
+}
+
+func TestRunToolAgainIsNoAnswer(t *testing.T) {
+	f := newFixture(t, "hello")
+	f.llm.Fault = llmtest.ToolAgain
+	a := f.agent(t, nil, 0)
+	r, err := run(t, a, "Summarize the file "+f.file+".")
+	require.NoError(t, err)
+	assert.Equal(t, agent.NoAnswer, r.Outcome)
+	assert.Equal(t, "no_answer", r.Outcome.String())
+	require.NotNil(t, r.Final)
+	assert.NotEmpty(t, r.Final.ToolCalls)
+}
+
+func TestStreamGapsAreInterChunkTimes(t *testing.T) {
+	f := newFixture(t, "hello")
+	a := f.agent(t, nil, 0)
+	r, err := run(t, a, "Summarize the file "+f.file+".")
+	require.NoError(t, err)
+	require.Len(t, r.Final.Gaps, r.Final.Chunks-1)
+	var sum time.Duration
+	for _, g := range r.Final.Gaps {
+		assert.GreaterOrEqual(t, g, time.Duration(0))
+		sum += g
+	}
+	assert.Equal(t, r.Phases.Decode, sum, "the gaps add up to the decode phase")
+}
+
+func TestMaxTokensLeftOutForReasoningModels(t *testing.T) {
+	srv := llmtest.New()
+	t.Cleanup(srv.Close)
+	for model, both := range map[string]bool{"o3-mini": false, "gpt-5-mini": false, "qwen2.5-1.5b-instruct": true} {
+		l := agent.NewLLM(agent.LLMOptions{BaseURL: srv.BaseURL(), Model: model})
+		_, err := l.ChatStream(context.Background(), openai.ChatCompletionRequest{
+			Messages:  []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}},
+			MaxTokens: 9, MaxCompletionTokens: 9,
+		})
+		require.NoError(t, err, model)
+		bodies := srv.Bodies()
+		b := bodies[len(bodies)-1]
+		assert.EqualValues(t, 9, b["max_completion_tokens"], model)
+		_, has := b["max_tokens"]
+		assert.Equal(t, both, has, model)
+	}
+}

@@ -43,6 +43,9 @@ type Config struct {
 	StallTimeout time.Duration
 	// MaxTokens caps the final answer (AGENT_MAX_TOKENS, default 256).
 	MaxTokens int
+	// ModelShape is the embedded reference model's decoder shape when
+	// BaseURL is empty (MCPGUARD_MODEL_SHAPE; empty: llm/server's default).
+	ModelShape string
 }
 
 // Defaults for the timeouts and the answer length.
@@ -90,6 +93,7 @@ func LoadConfig(envFile string) (Config, error) {
 		ClassifierURL:   get("PROMPTGUARD_URL"),
 		ClassifierAPI:   get("PROMPTGUARD_API"),
 		ClassifierModel: get("PROMPTGUARD_MODEL"),
+		ModelShape:      get("MCPGUARD_MODEL_SHAPE"),
 		RequestTimeout:  DefaultRequestTimeout,
 		StallTimeout:    DefaultStallTimeout,
 		MaxTokens:       DefaultMaxTokens,

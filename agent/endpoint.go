@@ -96,12 +96,16 @@ func (e *Endpoint) Close() error {
 }
 
 // OpenEndpoint returns cfg's endpoint, starting the embedded reference
-// server on loopback when cfg.BaseURL is empty, and asks it whether it is
+// server (of shape cfg.ModelShape) on loopback when cfg.BaseURL is empty, and asks it whether it is
 // synthetic (which also checks that it answers).
 func OpenEndpoint(ctx context.Context, cfg Config) (*Endpoint, error) {
 	e := &Endpoint{BaseURL: cfg.BaseURL}
 	if e.BaseURL == "" {
-		ref, err := StartReference(server.DefaultConfig())
+		sc := server.DefaultConfig()
+		if cfg.ModelShape != "" {
+			sc.Shape = cfg.ModelShape
+		}
+		ref, err := StartReference(sc)
 		if err != nil {
 			return nil, err
 		}

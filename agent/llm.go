@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,21 +47,33 @@ type LLMOptions struct {
 	StallTimeout           time.Duration
 	// HTTPClient replaces the default client (whose dialer gives up after 10 s).
 	HTTPClient *http.Client
+	// ExtraBody holds fields added to every chat request's JSON body that
+	// go-openai's request type has no field for, such as llama.cpp's
+	// {"cache_prompt": false}. Fields the request already has are kept.
+	ExtraBody map[string]any
 }
 
 // NewLLM returns a client for an OpenAI-compatible endpoint.
 func NewLLM(o LLMOptions) *LLM {
 	cfg := openai.DefaultConfig(o.APIKey)
 	cfg.BaseURL = strings.TrimRight(o.BaseURL, "/")
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		ResponseHeaderTimeout: 0, // a long prefill may precede the headers; RequestTimeout bounds it
+		MaxIdleConnsPerHost:   8,
+	}}
 	if o.HTTPClient != nil {
-		cfg.HTTPClient = o.HTTPClient
-	} else {
-		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
-			DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-			ResponseHeaderTimeout: 0, // a long prefill may precede the headers; RequestTimeout bounds it
-			MaxIdleConnsPerHost:   8,
-		}}
+		hc = o.HTTPClient
 	}
+	if len(o.ExtraBody) > 0 {
+		c := *hc
+		if c.Transport == nil {
+			c.Transport = http.DefaultTransport
+		}
+		c.Transport = &extraBody{base: c.Transport, fields: o.ExtraBody}
+		hc = &c
+	}
+	cfg.HTTPClient = hc
 	l := &LLM{client: openai.NewClientWithConfig(cfg), model: o.Model, baseURL: cfg.BaseURL,
 		request: o.RequestTimeout, stall: o.StallTimeout}
 	if l.request <= 0 {
@@ -100,6 +113,45 @@ func (l *LLM) ResolveModel(ctx context.Context) error {
 	return nil
 }
 
+// extraBody adds fields to the JSON body of chat-completion requests.
+type extraBody struct {
+	base   http.RoundTripper
+	fields map[string]any
+}
+
+func (e *extraBody) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/chat/completions") || req.Body == nil {
+		return e.base.RoundTrip(req)
+	}
+	raw, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return nil, fmt.Errorf("extra body fields: %w", err)
+	}
+	for k, v := range e.fields {
+		if _, ok := body[k]; ok {
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("extra body field %s: %w", k, err)
+		}
+		body[k] = b
+	}
+	if raw, err = json.Marshal(body); err != nil {
+		return nil, fmt.Errorf("extra body fields: %w", err)
+	}
+	r := req.Clone(req.Context())
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	r.ContentLength = int64(len(raw))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+	return e.base.RoundTrip(r)
+}
+
 // Timings is llama.cpp's per-request `timings` object, when the server sends it.
 type Timings struct {
 	CacheN              int     `json:"cache_n"`
@@ -132,6 +184,10 @@ type Stream struct {
 	Timings      *Timings
 	// Chunks counts the chunks that carried output.
 	Chunks int
+	// Gaps are the times between consecutive output chunks: the
+	// inter-token latencies when the server streams a token per chunk (as
+	// vLLM, llama.cpp and the reference server do).
+	Gaps []time.Duration
 
 	Sent, First, Last, Finished, End time.Time
 }
@@ -159,11 +215,27 @@ func (s *Stream) PromptTokens() int {
 	return 0
 }
 
+// CachedTokens is the number of prompt tokens the server took from its
+// prefix cache instead of prefilling, and whether the server said:
+// usage.prompt_tokens_details.cached_tokens (vLLM, OpenAI) or llama.cpp's
+// timings.cache_n.
+func (s *Stream) CachedTokens() (int, bool) {
+	if s.Usage != nil && s.Usage.PromptTokensDetails != nil {
+		return s.Usage.PromptTokensDetails.CachedTokens, true
+	}
+	if s.Timings != nil {
+		return s.Timings.CacheN, true
+	}
+	return 0, false
+}
+
 // stamp is the per-chunk bookkeeping of the stream loop, kept in one small
 // function so that its own cost can be measured (see StampCost).
 func (s *Stream) stamp(now time.Time) {
 	if s.Chunks == 0 {
 		s.First = now
+	} else {
+		s.Gaps = append(s.Gaps, now.Sub(s.Last))
 	}
 	s.Last = now
 	s.Chunks++
@@ -174,6 +246,11 @@ func (s *Stream) stamp(now time.Time) {
 // request timeout in all, nor the stall timeout between chunks.
 func (l *LLM) ChatStream(ctx context.Context, req openai.ChatCompletionRequest) (*Stream, error) {
 	req.Model = l.model
+	if req.MaxTokens > 0 && reasoningModel(l.model) {
+		// go-openai refuses max_tokens for OpenAI's reasoning models, which
+		// read max_completion_tokens anyway.
+		req.MaxTokens = 0
+	}
 	req.Stream = true
 	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 
@@ -191,7 +268,8 @@ func (l *LLM) ChatStream(ctx context.Context, req openai.ChatCompletionRequest) 
 		}
 	}()
 
-	s := &Stream{Sent: time.Now()}
+	s := &Stream{Gaps: make([]time.Duration, 0, 256)}
+	s.Sent = time.Now()
 	stream, err := l.client.CreateChatCompletionStream(ctx, req)
 	if err != nil {
 		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
@@ -292,12 +370,23 @@ func (l *LLM) ChatStream(ctx context.Context, req openai.ChatCompletionRequest) 
 	return s, nil
 }
 
+// reasoningModel reports whether go-openai refuses max_tokens for model
+// (its reasoning-model families).
+func reasoningModel(model string) bool {
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5", "gpt-6"} {
+		if strings.HasPrefix(model, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // StampCost measures what the per-chunk bookkeeping of ChatStream costs (the
 // clock read, the stall watchdog's reset and the stamp), by running the same
 // code n times. The benchmarks report it against the phases it
 // measures.
 func StampCost(n int) time.Duration {
-	var s Stream
+	s := Stream{Gaps: make([]time.Duration, 0, n)}
 	t := time.AfterFunc(time.Hour, func() {})
 	defer t.Stop()
 	start := time.Now()

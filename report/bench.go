@@ -170,25 +170,18 @@ func HigherIsBetter(unit string) bool {
 }
 
 // Worse reports whether the row is a significant change for the worse by
-// more than thresholdPct percent.
+// more than thresholdPct percent. Significant is the uncorrected test; the
+// gate (Judge) corrects for the number of tests first.
 func (r Row) Worse(thresholdPct float64) bool {
 	if !r.Significant {
 		return false
 	}
+	return r.worseBy(thresholdPct)
+}
+
+func (r Row) worseBy(thresholdPct float64) bool {
 	if HigherIsBetter(r.Unit) {
 		return r.DeltaPct < -thresholdPct
 	}
 	return r.DeltaPct > thresholdPct
-}
-
-// Gate returns the rows that got significantly worse by more than
-// thresholdPct percent.
-func Gate(rows []Row, thresholdPct float64) []Row {
-	var bad []Row
-	for _, r := range rows {
-		if r.Worse(thresholdPct) {
-			bad = append(bad, r)
-		}
-	}
-	return bad
 }

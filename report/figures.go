@@ -3,8 +3,7 @@ package report
 import (
 	"fmt"
 	"image/color"
-	"os"
-	"path/filepath"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/mcpguard/mcpguard/eval"
 )
@@ -40,38 +40,39 @@ var palette = []color.Color{
 	color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
 }
 
-const (
-	figW = 8 * vg.Inch
-	figH = 4.5 * vg.Inch
-)
-
 // groupedBars draws one group of bars per group name, one bar per series,
-// with interval whiskers where the series has them.
-func groupedBars(title, ylabel string, groups []string, ss []series) (*plot.Plot, error) {
+// with interval whiskers where the series has them, and returns the plot
+// and its legend (drawn beside the plot by withLegend, never over bars).
+func groupedBars(title, ylabel string, groups []string, ss []series) (*plot.Plot, plot.Legend, error) {
+	leg := newLegend()
 	if len(groups) == 0 || len(ss) == 0 {
-		return nil, fmt.Errorf("%s: %w", title, ErrNoResults)
+		return nil, leg, fmt.Errorf("%s: %w", title, ErrNoResults)
 	}
-	p := plot.New()
-	p.Title.Text = title
-	p.Y.Label.Text = ylabel
+	p := newPlot(title, "", ylabel)
 	p.Y.Min = 0
-	p.Legend.Top = true
 	k := float64(len(ss))
 	// Bars fill 80% of each group's slot; widths are in canvas units, so
-	// they are derived from the figure's width and the group count.
-	slot := (figW - 1.2*vg.Inch) / vg.Length(max(len(groups), 1))
+	// they are derived from the plot's width and the group count.
+	slot := (colW*0.68 - 0.5*vg.Inch) / vg.Length(max(len(groups), 1))
 	w := slot * 0.8 / vg.Length(k)
+	top := 0.0
 	for j, s := range ss {
 		bars, err := plotter.NewBarChart(plotter.Values(s.vals), w)
 		if err != nil {
-			return nil, fmt.Errorf("bars %s: %w", s.name, err)
+			return nil, leg, fmt.Errorf("bars %s: %w", s.name, err)
 		}
 		bars.Color = palette[j%len(palette)]
 		bars.LineStyle.Width = 0
 		shift := (float64(j) - (k-1)/2) * 0.8 / k
 		bars.XMin = shift
 		p.Add(bars)
-		p.Legend.Add(s.name, bars)
+		leg.Add(s.name, bars)
+		for i, v := range s.vals {
+			top = max(top, v)
+			if s.hi != nil {
+				top = max(top, s.hi[i])
+			}
+		}
 		if s.lo != nil && !slices.Equal(s.lo, s.hi) {
 			eb := errBars{}
 			for i, v := range s.vals {
@@ -80,26 +81,30 @@ func groupedBars(title, ylabel string, groups []string, ss []series) (*plot.Plot
 			}
 			yb, err := plotter.NewYErrorBars(eb)
 			if err != nil {
-				return nil, fmt.Errorf("error bars %s: %w", s.name, err)
+				return nil, leg, fmt.Errorf("error bars %s: %w", s.name, err)
 			}
 			yb.Color = color.Black
+			yb.LineStyle.Width = 0.6
+			yb.CapWidth = 3
 			p.Add(yb)
 		}
 	}
 	p.NominalX(groups...)
 	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
-	// Headroom above the tallest bar (or whisker) for the legend.
-	top := 0.0
-	for _, s := range ss {
-		for i, v := range s.vals {
-			top = max(top, v)
-			if s.hi != nil {
-				top = max(top, s.hi[i])
-			}
-		}
+	p.Y.Max = top * 1.05
+	if long := slices.ContainsFunc(groups, func(g string) bool { return len(g) > 9 }); long && len(groups) > 4 {
+		// Long names side by side would run into each other.
+		p.X.Tick.Label.Rotation = math.Pi / 2
+		p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
 	}
-	p.Y.Max = top * 1.3
-	return p, nil
+	return p, leg, nil
+}
+
+func sampleTitle(title, sample string) string {
+	if sample != "" {
+		return title + " [sample data]"
+	}
+	return title
 }
 
 type errBars struct {
@@ -110,22 +115,6 @@ type errBars struct {
 func (e errBars) Len() int                        { return len(e.xys) }
 func (e errBars) XY(i int) (float64, float64)     { return e.xys[i].X, e.xys[i].Y }
 func (e errBars) YError(i int) (float64, float64) { return e.errs[i].Low, e.errs[i].High }
-
-// save writes p as dir/base.<format> for each format and returns the paths.
-func save(p *plot.Plot, dir, base string, formats []string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("save figure: %w", err)
-	}
-	var out []string
-	for _, f := range formats {
-		path := filepath.Join(dir, base+"."+f)
-		if err := p.Save(figW, figH, path); err != nil {
-			return nil, fmt.Errorf("save %s: %w", path, err)
-		}
-		out = append(out, path)
-	}
-	return out, nil
-}
 
 // AgentPhases are the BenchmarkAgent metrics of the CVM dashboard, in
 // pipeline order.
@@ -169,49 +158,20 @@ func CVMRows(std, cvm *Bench, filter *regexp.Regexp) []PhaseRow {
 	return out
 }
 
-// CVMFigures draws, for each benchmark, the phase medians of the standard
-// and the confidential environment with their 95% intervals, the overhead
-// in percent under each phase.
-func CVMFigures(rows []PhaseRow, stdLabel, cvmLabel, dir string, formats []string) ([]string, error) {
-	var names []string
-	by := map[string][]PhaseRow{}
-	for _, r := range rows {
-		if _, ok := by[r.Bench]; !ok {
-			names = append(names, r.Bench)
-		}
-		by[r.Bench] = append(by[r.Bench], r)
-	}
-	var files []string
-	for _, name := range names {
-		rs := by[name]
-		std := series{name: stdLabel}
-		cvm := series{name: cvmLabel}
-		var groups []string
-		for _, r := range rs {
-			groups = append(groups, fmt.Sprintf("%s\n%+.1f%%", strings.TrimSuffix(r.Phase, "-ns"), r.OverheadPct))
-			std.vals, std.lo, std.hi = append(std.vals, r.Std.Center/1e6), append(std.lo, r.Std.Lo/1e6), append(std.hi, r.Std.Hi/1e6)
-			cvm.vals, cvm.lo, cvm.hi = append(cvm.vals, r.CVM.Center/1e6), append(cvm.lo, r.CVM.Lo/1e6), append(cvm.hi, r.CVM.Hi/1e6)
-		}
-		p, err := groupedBars(name+": "+stdLabel+" vs "+cvmLabel, "median ms (95% CI)", groups, []series{std, cvm})
-		if err != nil {
-			return nil, err
-		}
-		f, err := save(p, dir, "cvm-"+slug(name), formats)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, f...)
-	}
-	return files, nil
-}
-
 // FirewallRow is what one firewall variant adds per agent iteration.
 type FirewallRow struct {
 	Size, Firewall string
 	Added          Summary // fw-ns: time spent in the firewall per iteration
 	Pct            Summary // fw-pct: its share of the iteration
 	Scanners       map[string]Summary
+	// Phases holds the iteration's parts (sharePhases) by unit.
+	Phases map[string]Summary
 }
+
+// agentUnits are BenchmarkAgent's time metrics: every other …-ns unit of
+// a BenchmarkFirewall row is a scanner's.
+var agentUnits = []string{"planning-ns", "tool-ns", "ttft-ns", "decode-ns", "tpot-ns", "e2e-ns", "other-ns",
+	"itl-p50-ns", "itl-p90-ns", "itl-p99-ns", "server-prefill-ns", "server-decode-ns", "fw-ns"}
 
 var subPart = regexp.MustCompile(`([a-z]+)=([^/]+)`)
 
@@ -239,7 +199,7 @@ func FirewallRows(b *Bench) []FirewallRow {
 		if !ok {
 			i = len(rows)
 			idx[k.Name] = i
-			rows = append(rows, FirewallRow{Size: pp["size"], Firewall: pp["fw"], Scanners: map[string]Summary{}})
+			rows = append(rows, FirewallRow{Size: pp["size"], Firewall: pp["fw"], Scanners: map[string]Summary{}, Phases: map[string]Summary{}})
 		}
 		s := Summarize(b.Samples[k])
 		switch {
@@ -247,17 +207,20 @@ func FirewallRows(b *Bench) []FirewallRow {
 			rows[i].Added = s
 		case k.Unit == "fw-pct":
 			rows[i].Pct = s
-		case strings.HasSuffix(k.Unit, "-ns") && !slices.Contains(agentPhases, k.Unit) && k.Unit != "sec/op":
+		case slices.Contains(sharePhases, k.Unit):
+			rows[i].Phases[k.Unit] = s
+		case strings.HasSuffix(k.Unit, "-ns") && !slices.Contains(agentUnits, k.Unit):
 			rows[i].Scanners[strings.TrimSuffix(k.Unit, "-ns")] = s
 		}
 	}
 	return rows
 }
 
-// FirewallFigures draws what each firewall variant adds to one agent
-// iteration, by tool-output size (figure 3), and the per-scanner time of the
-// variant that runs them all (figure 4).
-func FirewallFigures(rows []FirewallRow, dir string, formats []string) ([]string, error) {
+// FirewallFigures draws figure 3, the drill-down of an agent iteration
+// with each firewall variant: its phases and the guardrail's time stacked,
+// one panel per tool-output size; and figure 4, each scanner's time per
+// iteration (all scanners on) on a log axis, by size.
+func FirewallFigures(rows []FirewallRow, sample, dir string, formats []string) ([]string, error) {
 	var sizes, fws []string
 	for _, r := range rows {
 		if !slices.Contains(sizes, r.Size) {
@@ -267,6 +230,9 @@ func FirewallFigures(rows []FirewallRow, dir string, formats []string) ([]string
 			fws = append(fws, r.Firewall)
 		}
 	}
+	if len(sizes) == 0 {
+		return nil, fmt.Errorf("firewall figures: %w", ErrNoResults)
+	}
 	find := func(size, fw string) (FirewallRow, bool) {
 		for _, r := range rows {
 			if r.Size == size && r.Firewall == fw {
@@ -275,20 +241,74 @@ func FirewallFigures(rows []FirewallRow, dir string, formats []string) ([]string
 		}
 		return FirewallRow{}, false
 	}
-	var ss []series
-	for _, size := range sizes {
-		s := series{name: "output " + size}
-		for _, fw := range fws {
-			r, _ := find(size, fw)
-			s.vals, s.lo, s.hi = append(s.vals, r.Added.Center/1e6), append(s.lo, r.Added.Lo/1e6), append(s.hi, r.Added.Hi/1e6)
+	parts := append(slices.Clone(sharePhases), "firewall")
+	leg := newLegend()
+	var panels []*plot.Plot
+	for si, size := range sizes {
+		title := fmt.Sprintf("(%c) Iteration, output %s", 'a'+si, size)
+		if si == 0 {
+			title = sampleTitle(title, sample)
 		}
-		ss = append(ss, s)
+		p := newPlot(title, "", "median ms, stacked")
+		var below *plotter.BarChart
+		w := (colW*0.68 - 0.5*vg.Inch) / vg.Length(len(fws)) * 0.7
+		for _, part := range parts {
+			vals := make(plotter.Values, len(fws))
+			any := false
+			for i, fw := range fws {
+				r, ok := find(size, fw)
+				if !ok {
+					continue
+				}
+				if part == "firewall" {
+					vals[i] = r.Added.Center / 1e6
+				} else if sm, ok := r.Phases[part]; ok {
+					vals[i] = sm.Center / 1e6
+				}
+				any = any || vals[i] > 0
+			}
+			if !any {
+				continue
+			}
+			bars, err := plotter.NewBarChart(vals, w)
+			if err != nil {
+				return nil, fmt.Errorf("firewall bars: %w", err)
+			}
+			bars.Color = phaseColors[part]
+			bars.LineStyle.Width = 0.3
+			bars.LineStyle.Color = color.White
+			if below != nil {
+				bars.StackOn(below)
+			}
+			below = bars
+			p.Add(bars)
+			if si == 0 {
+				name := phaseLabel(part)
+				if part == "firewall" {
+					name = "guardrails"
+				}
+				leg.Add(name, bars)
+			}
+		}
+		labels := make([]string, len(fws))
+		for i, fw := range fws {
+			labels[i] = strings.NewReplacer("_", "\n", "promptguard", "prompt\nguard").Replace(fw)
+		}
+		p.NominalX(labels...)
+		p.X.Tick.Label.Font.Size = 5.5
+		p.Y.Min = 0
+		panels = append(panels, p)
 	}
-	p, err := groupedBars("Firewall time per agent iteration", "median ms (95% CI)", fws, ss)
-	if err != nil {
-		return nil, err
-	}
-	files, err := save(p, dir, "firewall-added", formats)
+	legFrac := 0.3
+	h := vg.Length(len(panels)) * 2.3 * vg.Inch
+	files, err := saveDrawing(dir, "firewall-added", formats, colW, h, func(c draw.Canvas) {
+		n := float64(len(panels))
+		for i, p := range panels {
+			y1 := 1 - float64(i)/n
+			p.Draw(region(c, 0, 1-legFrac, y1-1/n, y1))
+		}
+		leg.Draw(region(c, 1-legFrac+0.02, 1, 0, 0.97))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -305,32 +325,61 @@ func FirewallFigures(rows []FirewallRow, dir string, formats []string) ([]string
 	if len(scanners) == 0 {
 		return files, nil
 	}
-	ss = ss[:0]
-	for _, size := range sizes {
-		s := series{name: "output " + size}
+	p := newPlot(sampleTitle("Time per scanner per iteration, all on", sample), "", "")
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = logMsTicks{}
+	leg4 := newLegend()
+	lo, hi := math.Inf(1), math.Inf(-1)
+	withCI := false
+	for i, size := range sizes {
 		var best FirewallRow
 		for _, r := range rows {
 			if r.Size == size && len(r.Scanners) > len(best.Scanners) {
 				best = r
 			}
 		}
-		for _, sc := range scanners {
-			v := best.Scanners[sc]
-			s.vals, s.lo, s.hi = append(s.vals, v.Center/1e6), append(s.lo, v.Lo/1e6), append(s.hi, v.Hi/1e6)
+		var xs, ys, l, h []float64
+		for j, sc := range scanners {
+			v, ok := best.Scanners[sc]
+			if !ok || v.Center <= 0 {
+				continue
+			}
+			xs = append(xs, float64(j)-0.3+0.6*(float64(i)+0.5)/float64(len(sizes)))
+			ys = append(ys, v.Center/1e6)
+			l, h = append(l, max(v.Lo, v.Center/100)/1e6), append(h, v.Hi/1e6)
+			withCI = withCI || v.HasCI
+			lo, hi = min(lo, v.Center/1e6), max(hi, v.Hi/1e6)
 		}
-		ss = append(ss, s)
+		if len(xs) == 0 {
+			continue
+		}
+		ps, th, err := points(xs, ys, l, h, sizeColors[i%len(sizeColors)], draw.CircleGlyph{}, true)
+		if err != nil {
+			return nil, fmt.Errorf("scanner points: %w", err)
+		}
+		p.Add(ps...)
+		leg4.Add("output "+size, th)
 	}
-	p, err = groupedBars("Time per scanner, all scanners on", "median ms (95% CI)", scanners, ss)
-	if err != nil {
-		return nil, err
+	p.Y.Label.Text = "median ms (log; whiskers: 95% CI)"
+	if !withCI {
+		p.Y.Label.Text = "median ms (log; n < 6: no CI)"
 	}
-	more, err := save(p, dir, "firewall-scanners", formats)
+	labels := make([]string, len(scanners))
+	for i, sc := range scanners {
+		labels[i] = strings.ReplaceAll(sc, "-", "\n")
+	}
+	p.NominalX(labels...)
+	p.X.Min, p.X.Max = -0.5, float64(len(scanners))-0.5
+	if lo < hi {
+		p.Y.Min, p.Y.Max = lo/2, hi*2
+	}
+	more, err := withLegend(p, leg4, dir, "firewall-scanners", formats, 2.4*vg.Inch, 0.3)
 	return append(files, more...), err
 }
 
 // SecurityFigures draws APR, V-APR and FPR per config (table 1 as a
 // chart) and the blocked share per attack category.
-func SecurityFigures(reps []*eval.Report, dir string, formats []string) ([]string, error) {
+func SecurityFigures(reps []*eval.Report, sample, dir string, formats []string) ([]string, error) {
 	reps = SortReports(reps)
 	if len(reps) == 0 {
 		return nil, fmt.Errorf("security figures: %w (every config was skipped)", ErrNoReports)
@@ -343,12 +392,13 @@ func SecurityFigures(reps []*eval.Report, dir string, formats []string) ([]strin
 		vapr.vals = append(vapr.vals, 100*r.Summary.VAPR())
 		fpr.vals = append(fpr.vals, 100*r.Summary.FPR())
 	}
-	p, err := groupedBars("Attack prevention and false positives per config", "%", names, []series{apr, vapr, fpr})
+	p, leg, err := groupedBars(sampleTitle("Attack prevention and false positives", sample), "% of cases", names, []series{apr, vapr, fpr})
 	if err != nil {
 		return nil, err
 	}
-	p.Y.Max = 130 // room for the legend above 100%
-	files, err := save(p, dir, "security", formats)
+	p.Y.Max = 100
+	p.X.Tick.Label.Font.Size = 5.5
+	files, err := withLegend(p, leg, dir, "security", formats, 2.4*vg.Inch, 0.18)
 	if err != nil {
 		return nil, err
 	}
@@ -361,12 +411,17 @@ func SecurityFigures(reps []*eval.Report, dir string, formats []string) ([]strin
 		}
 		ss = append(ss, s)
 	}
-	p, err = groupedBars("Attacks blocked per category", "% blocked", cats, ss)
+	p, leg, err = groupedBars(sampleTitle("Attacks blocked per category", sample), "% blocked", cats, ss)
 	if err != nil {
 		return nil, err
 	}
-	p.Y.Max = 130
-	more, err := save(p, dir, "security-categories", formats)
+	p.Y.Max = 100
+	p.X.Tick.Label.Font.Size = 5.5
+	for i := range cats {
+		cats[i] = strings.ReplaceAll(cats[i], "_", "\n")
+	}
+	p.NominalX(cats...)
+	more, err := withLegend(p, leg, dir, "security-categories", formats, 2.6*vg.Inch, 0.25)
 	return append(files, more...), err
 }
 
@@ -431,7 +486,7 @@ func LatencyRows(b *Bench) []LatencyRow {
 }
 
 // LatencyFigure draws p50, p95 and p99 of the benign call per config.
-func LatencyFigure(rows []LatencyRow, dir string, formats []string) ([]string, error) {
+func LatencyFigure(rows []LatencyRow, sample, dir string, formats []string) ([]string, error) {
 	var names []string
 	p50, p95, p99 := series{name: "p50"}, series{name: "p95"}, series{name: "p99"}
 	for _, r := range rows {
@@ -440,11 +495,12 @@ func LatencyFigure(rows []LatencyRow, dir string, formats []string) ([]string, e
 		p95.vals = append(p95.vals, r.P95.Center/1e3)
 		p99.vals = append(p99.vals, r.P99.Center/1e3)
 	}
-	p, err := groupedBars("Latency of a benign read_file per config", "µs (median of runs)", names, []series{p50, p95, p99})
+	p, leg, err := groupedBars(sampleTitle("Latency of a benign read_file", sample), "µs (median of runs)", names, []series{p50, p95, p99})
 	if err != nil {
 		return nil, err
 	}
-	return save(p, dir, "latency", formats)
+	p.X.Tick.Label.Font.Size = 5.5
+	return withLegend(p, leg, dir, "latency", formats, 2.4*vg.Inch, 0.15)
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

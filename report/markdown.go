@@ -26,6 +26,9 @@ type Inputs struct {
 	Guard *Bench
 	// Eval holds `mcpguard eval` reports.
 	Eval []*eval.Report
+	// Sample, when not empty, says the inputs are sample data (what they
+	// are and where from): every figure title and the summary say so.
+	Sample string
 }
 
 // envLabel is a file's environment as its `env:` line names it, else its name.
@@ -49,22 +52,24 @@ func Write(in Inputs, dir string, formats []string) ([]string, error) {
 		return err
 	}
 	if in.Std != nil && in.CVM != nil {
-		if err := add(CVMFigures(CVMRows(in.Std, in.CVM, in.AgentFilter), envLabel(in.Std), envLabel(in.CVM), dir, formats)); err != nil {
-			return files, err
+		for _, d := range Dashboards(in.Std, in.CVM, in.AgentFilter) {
+			if err := add(DashboardFigure(d, envLabel(in.Std), envLabel(in.CVM), in.Sample, dir, formats)); err != nil {
+				return files, err
+			}
 		}
 	}
 	if in.Firewall != nil {
-		if err := add(FirewallFigures(FirewallRows(in.Firewall), dir, formats)); err != nil {
+		if err := add(FirewallFigures(FirewallRows(in.Firewall), in.Sample, dir, formats)); err != nil {
 			return files, err
 		}
 	}
 	if len(in.Eval) > 0 {
-		if err := add(SecurityFigures(in.Eval, dir, formats)); err != nil {
+		if err := add(SecurityFigures(in.Eval, in.Sample, dir, formats)); err != nil {
 			return files, err
 		}
 	}
 	if in.Guard != nil {
-		if err := add(LatencyFigure(LatencyRows(in.Guard), dir, formats)); err != nil {
+		if err := add(LatencyFigure(LatencyRows(in.Guard), in.Sample, dir, formats)); err != nil {
 			return files, err
 		}
 	}
@@ -94,7 +99,11 @@ func ci(s Summary) string {
 // Markdown writes the summary tables for whatever the inputs hold.
 func Markdown(w io.Writer, in Inputs) error {
 	var b strings.Builder
-	b.WriteString("# mcpguard report\n\nMedians over runs with 95% confidence intervals (benchmath, as benchstat computes them; ±∞ where fewer than 6 runs allow none).\n")
+	b.WriteString("# mcpguard report\n\n")
+	if in.Sample != "" {
+		fmt.Fprintf(&b, "**Sample data**: %s. These numbers illustrate the report; they are not results.\n\n", in.Sample)
+	}
+	b.WriteString("Medians over runs with 95% confidence intervals (benchmath, as benchstat computes them; ±∞ where fewer than 6 runs allow none).\n")
 	if len(in.Eval) > 0 {
 		reps := SortReports(in.Eval)
 		b.WriteString("\n## Attack prevention and false positives (Table 1)\n\n")
@@ -137,14 +146,21 @@ func Markdown(w io.Writer, in Inputs) error {
 	if in.Std != nil && in.CVM != nil {
 		std, cvm := envLabel(in.Std), envLabel(in.CVM)
 		fmt.Fprintf(&b, "\n## Agent phases: %s vs %s (figure 2)\n\n", std, cvm)
-		fmt.Fprintf(&b, "| benchmark | phase | %s ms | %s ms | overhead | p |\n|---|---|---:|---:|---:|---:|\n", std, cvm)
-		for _, r := range CVMRows(in.Std, in.CVM, in.AgentFilter) {
+		b.WriteString("\nOverhead is shown where the change is significant after Benjamini-Hochberg correction over the table's tests (q < 0.05), else ~.\n\n")
+		fmt.Fprintf(&b, "| benchmark | phase | %s ms | %s ms | overhead | p | q |\n|---|---|---:|---:|---:|---:|---:|\n", std, cvm)
+		rows := CVMRows(in.Std, in.CVM, in.AgentFilter)
+		ps := make([]float64, len(rows))
+		for i, r := range rows {
+			ps[i] = r.P
+		}
+		qs := Adjust(ps, BH)
+		for i, r := range rows {
 			delta := "~"
-			if r.Significant {
+			if qs[i] < 0.05 {
 				delta = fmt.Sprintf("%+.1f%%", r.OverheadPct)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s %s | %s %s | %s | %.3f |\n", strings.TrimPrefix(r.Bench, "Agent/"), strings.TrimSuffix(r.Phase, "-ns"),
-				ms(r.Std.Center), ci(r.Std), ms(r.CVM.Center), ci(r.CVM), delta, r.P)
+			fmt.Fprintf(&b, "| %s | %s | %s %s | %s %s | %s | %.3f | %.3f |\n", strings.TrimPrefix(r.Bench, "Agent/"), strings.TrimSuffix(r.Phase, "-ns"),
+				ms(r.Std.Center), ci(r.Std), ms(r.CVM.Center), ci(r.CVM), delta, r.P, qs[i])
 		}
 	}
 	if in.Firewall != nil {

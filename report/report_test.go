@@ -38,6 +38,7 @@ func sampleInputs(t *testing.T) report.Inputs {
 	require.NoError(t, err)
 	in.Eval, err = report.ReadEval(filepath.Join(samples, "eval.json"))
 	require.NoError(t, err)
+	in.Sample = "testdata/report (see its README)"
 	return in
 }
 
@@ -72,7 +73,11 @@ func TestReportGolden(t *testing.T) {
 			checkPDF(t, f)
 		}
 	}
-	for _, want := range []string{"security", "security-categories", "latency", "firewall-added", "firewall-scanners", "summary"} {
+	assert.Contains(t, string(md), "**Sample data**", "sample inputs are labelled as such")
+	svg, err := os.ReadFile(filepath.Join(dir, "cvm-dashboard-none.svg"))
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "[sample data]")
+	for _, want := range []string{"security", "security-categories", "latency", "firewall-added", "firewall-scanners", "cvm-dashboard-none", "summary"} {
 		assert.True(t, bases[want], "figure %s was not drawn (got %v)", want, bases)
 	}
 	var cvm int
@@ -216,6 +221,69 @@ func TestGate(t *testing.T) {
 	assert.Empty(t, report.Gate(report.Compare(b2, s2, nil), 5))
 }
 
+// TestGateCorrectsForManyTests: sixty metrics of unchanged code, three of
+// which come out at p < 0.05 by chance (as three of the did), are
+// no regression after the correction; a slowdown in many metrics at once
+// still is.
+func TestGateCorrectsForManyTests(t *testing.T) {
+	var base, same, slow strings.Builder
+	base.WriteString("model-shape: small\n")
+	same.WriteString("model-shape: small\n")
+	slow.WriteString("model-shape: small\n")
+	for i := range 60 {
+		for j := range 8 {
+			b := 100 + float64(j)
+			s := 100.5 + float64(j)
+			if i < 3 { // by chance, the new runs all came out slower
+				s = 104 + float64(j)
+			}
+			fmt.Fprintf(&base, "BenchmarkX/m=%d-2 \t 1\t %g decode-ns\t %g timing-ppm\n", i, b, b)
+			fmt.Fprintf(&same, "BenchmarkX/m=%d-2 \t 1\t %g decode-ns\t %g timing-ppm\n", i, s, 2*s)
+			fmt.Fprintf(&slow, "BenchmarkX/m=%d-2 \t 1\t %g decode-ns\t %g timing-ppm\n", i, 2*b, b)
+		}
+	}
+	read := func(name, text string) *report.Bench {
+		p := filepath.Join(t.TempDir(), name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+		r, err := report.ReadBench(p)
+		require.NoError(t, err)
+		return r
+	}
+	b, sm, sl := read("base.txt", base.String()), read("same.txt", same.String()), read("slow.txt", slow.String())
+	rows := report.Compare(b, sm, nil)
+	var uncorrected int
+	for _, r := range rows {
+		if r.Unit == "decode-ns" && r.Worse(3) {
+			uncorrected++
+		}
+	}
+	require.Equal(t, 3, uncorrected, "the fixture has three chance 'regressions' before correction")
+	all, bad := report.Judge(rows, report.GateOptions{ThresholdPct: 3})
+	assert.Empty(t, bad, "none after Benjamini-Hochberg")
+	for _, j := range all {
+		if j.Unit == "timing-ppm" {
+			assert.False(t, j.Gated, "timing-ppm is not a per-iteration sample")
+			assert.False(t, j.Regression, "timing-ppm doubled but is not judged")
+		}
+	}
+	_, bad = report.Judge(report.Compare(b, sl, nil), report.GateOptions{ThresholdPct: 25})
+	assert.Len(t, bad, 60, "twice as slow everywhere")
+	_, bad = report.Judge(report.Compare(b, sl, nil), report.GateOptions{ThresholdPct: 25, Correction: report.Holm})
+	assert.Len(t, bad, 60, "p = 1.6e-4 a metric survives Holm's 60x too")
+	require.NoError(t, report.CheckConfig(b, sm, nil))
+}
+
+func TestAdjust(t *testing.T) {
+	ps := []float64{0.01, 0.04, 0.03, 0.005}
+	// Benjamini-Hochberg by hand: sorted 0.005 0.01 0.03 0.04 times 4/k:
+	// 0.02 0.02 0.04 0.04, then the running minimum from the top.
+	assert.InDeltaSlice(t, []float64{0.02, 0.04, 0.04, 0.02}, report.Adjust(ps, report.BH), 1e-12)
+	// Holm: 0.005*4, 0.01*3, 0.03*2, 0.04*1, running maximum.
+	assert.InDeltaSlice(t, []float64{0.03, 0.06, 0.06, 0.02}, report.Adjust(ps, report.Holm), 1e-12)
+	assert.Equal(t, ps, report.Adjust(ps, report.NoCorrection))
+	assert.Empty(t, report.Adjust(nil, report.BH))
+}
+
 func TestSummarizeMatchesBenchstat(t *testing.T) {
 	s := report.Summarize([]float64{5, 1, 4, 2, 3, 6, 7})
 	assert.Equal(t, 4.0, s.Center, "median")
@@ -264,4 +332,70 @@ func TestMergedHostAndVMEval(t *testing.T) {
 	assert.Contains(t, out, "| C-ebpf | 100.0% | 100.0% | 1/1 |")
 	assert.NotContains(t, out, "C-ebpf was skipped")
 	assert.Contains(t, out, "C-full was skipped: kernel refused BPF LSM")
+}
+
+// TestDashboardMarksOnlySignificantChanges: of two phases, the one that
+// doubled is labelled with its change in figure 2, the one that moved by
+// noise is not, and each phase's share adds up to the iteration.
+func TestDashboardMarksOnlySignificantChanges(t *testing.T) {
+	write := func(name, env string, decode func(j int) float64, planning func(j int) float64) *report.Bench {
+		var b strings.Builder
+		fmt.Fprintf(&b, "env: %s\n", env)
+		for _, size := range []string{"1KiB", "16KiB"} {
+			for j := range 8 {
+				d, p := decode(j), planning(j)
+				fmt.Fprintf(&b, "BenchmarkAgent/size=%s/guard=none-2 \t 1\t %g planning-ns\t %g tool-ns\t %g ttft-ns\t %g decode-ns\t %g tpot-ns\t %g other-ns\t %g e2e-ns\n",
+					size, p, 1e6, 3e7, d, d/63, 1e5, p+1e6+3e7+d+1e5)
+			}
+		}
+		p := filepath.Join(t.TempDir(), name)
+		require.NoError(t, os.WriteFile(p, []byte(b.String()), 0o644))
+		r, err := report.ReadBench(p)
+		require.NoError(t, err)
+		return r
+	}
+	std := write("std.txt", "std", func(j int) float64 { return 5e7 + float64(j)*1e5 }, func(j int) float64 { return 2e7 + float64(j)*1e5 })
+	cvm := write("cvm.txt", "cvm", func(j int) float64 { return 1.65e8 + float64(j)*1e5 }, func(j int) float64 { return 2.01e7 + float64(7-j)*1e5 })
+	ds := report.Dashboards(std, cvm, nil)
+	require.Len(t, ds, 1)
+	d := ds[0]
+	assert.Equal(t, []string{"1KiB", "16KiB"}, d.Sizes)
+	dec, ok := d.Cell("16KiB", "decode-ns")
+	require.True(t, ok)
+	assert.True(t, dec.Changed, "decode more than tripled")
+	pl, ok := d.Cell("16KiB", "planning-ns")
+	require.True(t, ok)
+	assert.False(t, pl.Changed, "planning moved by noise")
+
+	dir := t.TempDir()
+	files, err := report.DashboardFigure(d, "std", "cvm", "", dir, []string{"svg", "png"})
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+	checkPNG(t, files[1])
+	svg, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	label := func(c report.DashCell) string { return fmt.Sprintf(">%+.0f%%<", (c.CVM.Center/c.Std.Center-1)*100) }
+	assert.Contains(t, string(svg), label(dec), "the slower decode is labelled")
+	assert.NotContains(t, string(svg), label(pl), "the unchanged planning is not")
+	assert.NotContains(t, string(svg), "[sample data]")
+	assert.Contains(t, string(svg), "whiskers: 95% CI", "8 runs a side give intervals")
+}
+
+func TestMoreLoaded(t *testing.T) {
+	quiet := benchFile(t, "quiet.txt", "loadavg", 2, 2.5, 3)
+	busy := benchFile(t, "busy.txt", "loadavg", 20, 22, 25)
+	alsoQuiet := benchFile(t, "q2.txt", "loadavg", 2.4, 2.6, 2.2)
+	idle := benchFile(t, "idle.txt", "loadavg", 0.1, 0.2, 0.1)
+	none := benchFile(t, "none.txt", "p50-ns", 1, 2, 3)
+	lb, lc, ok := report.Loads(quiet, busy)
+	require.True(t, ok)
+	assert.Equal(t, 2.5, lb)
+	assert.Equal(t, 22.0, lc)
+	assert.True(t, report.MoreLoaded(quiet, busy, 1.5))
+	assert.False(t, report.MoreLoaded(busy, quiet, 1.5), "a quieter new run is judged")
+	assert.False(t, report.MoreLoaded(quiet, alsoQuiet, 1.5))
+	assert.False(t, report.MoreLoaded(idle, alsoQuiet, 3), "below one runnable thread counts as one")
+	assert.False(t, report.MoreLoaded(quiet, busy, 0), "0 turns the check off")
+	assert.False(t, report.MoreLoaded(quiet, none, 1.5), "no loadavg, no check")
+	assert.False(t, report.Gated("loadavg"))
 }

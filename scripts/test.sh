@@ -30,6 +30,24 @@ done < <(grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r f;
 	grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //' | sed "s|^|./${dir#./} |"
 done)
 
+# The benchmark gate (testdata/gate/README.md): BenchmarkAgent on the small
+# reference model, 8 runs of 3 iterations (~15-60 s), against the baseline
+# committed from a shared build machine; fails on a significant slowdown over
+# 150% (that machine's load alone moved medians by up to 2.3x). Exit 3 means the
+# runner was much more loaded than the baseline's machine: inconclusive, a warning.
+step "benchmark gate: BenchmarkAgent against testdata/gate/agent.txt"
+gate_new=$(mktemp)
+env -u VLLM_BASE_URL -u MCP_FILESYSTEM_BINARY go test -run '^$' -bench 'Agent/size=(1KiB|16KiB)/guard=none$' \
+	-model-shape small -agent.dotenv '' -benchtime 3x -count 8 . > "$gate_new"
+gate_rc=0
+go run ./cmd/mcpguard gate --threshold 150 testdata/gate/agent.txt "$gate_new" || gate_rc=$?
+rm -f "$gate_new"
+case $gate_rc in
+0) ;;
+3) echo "benchmark gate inconclusive (this machine is much more loaded than the baseline's): not failing" >&2 ;;
+*) exit "$gate_rc" ;;
+esac
+
 if [ "${SKIP_VM:-0}" = 1 ]; then
 	step "SKIP_VM=1: kernel-enforcement tests not run"
 	exit 0

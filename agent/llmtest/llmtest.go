@@ -36,6 +36,9 @@ const (
 	Garbage
 	// HTTPError answers every request with 500.
 	HTTPError
+	// ToolAgain answers the turn after a tool result with another tool
+	// call instead of an answer, as a model that loops does.
+	ToolAgain
 )
 
 // Server is a scripted endpoint. Set fields before the first request.
@@ -55,12 +58,16 @@ type Server struct {
 	Score func(text string) float64
 	// Timings adds llama.cpp's `timings` object to the answer's last chunk.
 	Timings bool
+	// CachedTokens, when positive, is reported as
+	// usage.prompt_tokens_details.cached_tokens (and as timings.cache_n).
+	CachedTokens int
 	// Judge is the alignment judge's JSON answer for non-streamed requests
 	// with a response_format (default: a conclusion of false).
 	Judge string
 
 	mu       sync.Mutex
 	requests []openai.ChatCompletionRequest
+	bodies   []map[string]any
 	classify int
 	release  chan struct{}
 }
@@ -101,6 +108,14 @@ func (s *Server) Requests() []openai.ChatCompletionRequest {
 	return append([]openai.ChatCompletionRequest(nil), s.requests...)
 }
 
+// Bodies returns the chat requests' JSON bodies as generic maps, with the
+// fields go-openai's request type has no place for.
+func (s *Server) Bodies() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]map[string]any(nil), s.bodies...)
+}
+
 // ClassifyCalls counts the classifier requests received so far.
 func (s *Server) ClassifyCalls() int {
 	s.mu.Lock()
@@ -117,12 +132,21 @@ var absPath = regexp.MustCompile(`/[^\s"'` + "`" + `]+`)
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var req openai.ChatCompletionRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	var body map[string]any
+	raw, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(raw, &req)
+	}
+	if err == nil {
+		err = json.Unmarshal(raw, &body)
+	}
+	if err != nil {
 		http.Error(w, `{"error":{"message":"bad json","type":"invalid_request_error"}}`, http.StatusBadRequest)
 		return
 	}
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
+	s.bodies = append(s.bodies, body)
 	s.mu.Unlock()
 	if s.Fault == HTTPError {
 		w.Header().Set("Content-Type", "application/json")
@@ -159,9 +183,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	planning := len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == openai.ChatMessageRoleUser
 	send(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
 	gen := 0
-	if planning && s.Fault != NoTool {
+	if planning && s.Fault != NoTool || !planning && s.Fault == ToolAgain {
 		args := s.Args
-		if m := absPath.FindString(req.Messages[len(req.Messages)-1].Content); m != "" {
+		if m := absPath.FindString(lastUser(req.Messages)); m != "" {
 			q, _ := json.Marshal(strings.TrimRight(m, ".,;:"))
 			args = strings.ReplaceAll(args, `"{{path}}"`, string(q))
 		}
@@ -208,7 +232,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		if s.Timings {
 			last["timings"] = map[string]any{"prompt_n": prompt, "prompt_ms": 12.5, "prompt_per_token_ms": 0.1,
 				"prompt_per_second": 10000.0, "predicted_n": gen, "predicted_ms": 40.0, "predicted_per_token_ms": 5.0,
-				"predicted_per_second": 200.0, "cache_n": 0}
+				"predicted_per_second": 200.0, "cache_n": s.CachedTokens}
 		}
 		send(last)
 	}
@@ -218,10 +242,24 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			u[k] = v
 		}
 		u["choices"] = []any{}
-		u["usage"] = map[string]int{"prompt_tokens": prompt, "completion_tokens": gen, "total_tokens": prompt + gen}
+		usage := map[string]any{"prompt_tokens": prompt, "completion_tokens": gen, "total_tokens": prompt + gen}
+		if s.CachedTokens > 0 {
+			usage["prompt_tokens_details"] = map[string]int{"cached_tokens": s.CachedTokens}
+		}
+		u["usage"] = usage
 		send(u)
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// lastUser is the content of the last user message.
+func lastUser(msgs []openai.ChatCompletionMessage) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == openai.ChatMessageRoleUser {
+			return msgs[i].Content
+		}
+	}
+	return ""
 }
 
 func (s *Server) judge(w http.ResponseWriter, req openai.ChatCompletionRequest) {

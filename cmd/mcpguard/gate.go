@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/mcpguard/mcpguard/report"
@@ -12,23 +13,51 @@ import (
 
 func cmdGate(ctx context.Context, s stdio, args []string) error {
 	fs := newFlags(s, "gate", "[flags] BASE NEW",
-		`Compares two go test -bench outputs with benchstat's statistics (median,
-Mann-Whitney U-test at alpha 0.05) and fails when a metric got significantly
-worse by more than --threshold percent. Times, bytes and allocations are
-worse when higher; rates (.../s, gflops) when lower. Run each side with
--count 6 or more, or no change can reach significance.
+		`Compares two go test -bench outputs with benchstat's statistics (medians,
+Mann-Whitney U-tests) and fails when a metric got significantly worse by more
+than --threshold percent. Only per-iteration times (…-ns, sec/op) and rates
+(…/s) are judged: token counts, sizes and timing-ppm (a cost measured once
+per process) are shown, never judged. The p-values are corrected for the
+number of metrics judged (Benjamini-Hochberg by default), so sixty noisy
+metrics do not yield three false alarms a run. Times are worse when higher,
+rates when lower. The files must agree on the configuration lines that
+define the experiment (model, model-endpoint, model-shape, model-synthetic,
+prompt-nonce, cache-prompt, max-tokens, mcp-server, classifier-endpoint,
+goos, goarch, pkg); cpu, kernel and env may differ. Run each side with
+-count 8 or more: with 6 runs a side no single metric can reach
+significance after the correction.
 
-Exit status: 0 no regression, 1 a regression (listed), 2 bad input or usage.
+Each row of BenchmarkAgent and BenchmarkFirewall also reports the machine's
+1-minute load average (loadavg, not judged). When the new run's machine was
+--load-ratio times as loaded as the base's or more, a slowdown says as much
+about the machine as about the code: the gate then reports regressions as
+inconclusive (exit 3) instead of failing.
 
-In CI:  go test -run '^$' -bench Guard -count 10 . > new.txt
-        mcpguard gate --threshold 10 base.txt new.txt`)
-	threshold := fs.Float64("threshold", 5, "allowed slowdown in `percent`")
+Exit status: 0 no regression, 1 a regression (listed), 2 bad input, usage
+or configurations that differ, 3 regressions measured on a machine much more
+loaded than the base's (inconclusive).
+
+In CI (scripts/test.sh; testdata/gate/README.md):
+  go test -run '^$' -bench 'Agent/size=(1KiB|16KiB)/guard=none$' -model-shape small \
+      -benchtime 3x -count 8 . > new.txt
+  mcpguard gate testdata/gate/agent.txt new.txt`)
+	threshold := fs.Float64("threshold", 25, "allowed slowdown in `percent`")
+	alpha := fs.Float64("alpha", 0.05, "level of the corrected tests")
+	correction := fs.String("correction", string(report.BH), "multiple-comparison correction: bh (Benjamini-Hochberg), holm or none")
 	filter := fs.String("filter", "", "only benchmarks whose name matches this `regexp`")
+	ignore := fs.String("ignore-config", "", "comma-separated configuration `keys` allowed to differ")
+	loadRatio := fs.Float64("load-ratio", 1.5, "regressions are inconclusive (exit 3) when the new run's load average is this `ratio` of the base's or more (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
 		return fmt.Errorf("%w: want BASE and NEW files", errUsage)
+	}
+	c := report.Correction(*correction)
+	switch c {
+	case report.BH, report.Holm, report.NoCorrection:
+	default:
+		return fmt.Errorf("%w: --correction %q: want bh, holm or none", errUsage, *correction)
 	}
 	var keep func(report.Key) bool
 	if *filter != "" {
@@ -46,25 +75,55 @@ In CI:  go test -run '^$' -bench Guard -count 10 . > new.txt
 	if err != nil {
 		return &exitCode{code: 2, err: err}
 	}
+	var ign []string
+	for _, k := range strings.Split(*ignore, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			ign = append(ign, k)
+		}
+	}
+	if err := report.CheckConfig(base, cur, ign); err != nil {
+		return &exitCode{code: 2, err: fmt.Errorf("%s vs %s: %w", fs.Arg(0), fs.Arg(1), err)}
+	}
 	rows := report.Compare(base, cur, keep)
 	if len(rows) == 0 {
 		return &exitCode{code: 2, err: errors.New("the two files share no benchmark")}
 	}
+	all, bad := report.Judge(rows, report.GateOptions{ThresholdPct: *threshold, Alpha: *alpha, Correction: c})
 	tw := tabwriter.NewWriter(s.out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "benchmark\tunit\tbase\tnew\tdelta\tp\tverdict\t")
-	for _, r := range rows {
-		verdict := "~"
+	fmt.Fprintln(tw, "benchmark\tunit\tbase\tnew\tdelta\tp\tq\tverdict\t")
+	for _, r := range all {
+		verdict, q := "~", fmt.Sprintf("%.3f", r.Q)
 		switch {
-		case r.Worse(*threshold):
+		case !r.Gated:
+			verdict, q = "not judged", "-"
+		case r.Regression:
 			verdict = "REGRESSION"
-		case r.Significant:
+		case r.Changed:
 			verdict = "changed"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.4g\t%.4g\t%+.1f%%\t%.3f\t%s\t\n", r.Name, r.Unit, r.Base.Center, r.New.Center, r.DeltaPct, r.P, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%.4g\t%.4g\t%+.1f%%\t%.3f\t%s\t%s\t\n", r.Name, r.Unit, r.Base.Center, r.New.Center, r.DeltaPct, r.P, q, verdict)
 	}
 	tw.Flush()
-	if bad := report.Gate(rows, *threshold); len(bad) > 0 {
+	fmt.Fprintf(s.out, "q: p-value corrected (%s) over the %d judged metrics; a regression is q < %g and worse by more than %g%%\n",
+		c, countGated(all), *alpha, *threshold)
+	if lb, lc, ok := report.Loads(base, cur); ok {
+		fmt.Fprintf(s.out, "machine load (median 1-minute load average): base %.1f, new %.1f\n", lb, lc)
+	}
+	if len(bad) > 0 && report.MoreLoaded(base, cur, *loadRatio) {
+		return &exitCode{code: 3, err: fmt.Errorf("inconclusive: %d metric(s) worse by more than %.1f%%, but the new run's machine was at least %gx as loaded as the base's", len(bad), *threshold, *loadRatio)}
+	}
+	if len(bad) > 0 {
 		return &exitCode{code: 1, err: fmt.Errorf("%d metric(s) significantly worse by more than %.1f%%", len(bad), *threshold)}
 	}
 	return nil
+}
+
+func countGated(rows []report.Judged) int {
+	n := 0
+	for _, r := range rows {
+		if r.Gated {
+			n++
+		}
+	}
+	return n
 }

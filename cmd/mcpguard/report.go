@@ -20,8 +20,10 @@ func cmdReport(ctx context.Context, s stdio, args []string) error {
 same numbers from benchmark output (go test -bench) and eval results
 (mcpguard eval --json). Each input is optional; what is given is drawn:
 
-  --std/--cvm   BenchmarkAgent in a standard and a confidential VM: per phase,
-                medians with 95% intervals and the overhead (figure 2)
+  --std/--cvm   BenchmarkAgent in a standard and a confidential VM: the
+                dashboard per guard config (figure 2): each phase's share of an
+                iteration by tool-output size, the medians on a log axis, the
+                overhead with intervals, significant changes marked
   --firewall    BenchmarkFirewall: what each scanner adds per iteration (figures 3, 4)
   --eval        mcpguard eval --json: APR, V-APR, FPR per config and per category (table 1)
   --guard       BenchmarkGuard: p50, p95, p99 of the benign call per config
@@ -35,6 +37,7 @@ Example: mcpguard report --std std.txt --cvm cvm.txt --eval eval.json --out repo
 	fs.Var(&evals, "eval", "mcpguard eval --json `file` (repeatable)")
 	filter := fs.String("agent-filter", "", "only agent sub-benchmarks matching this `regexp` in the CVM dashboard")
 	out := fs.String("out", "report", "output `dir`ectory")
+	sample := fs.String("sample", "", "the inputs are sample data: this `note` (what they are) goes in the summary, and every figure title says [sample data]")
 	formats := fs.String("formats", strings.Join(report.DefaultFormats(), ","), "figure formats")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -42,7 +45,7 @@ Example: mcpguard report --std std.txt --cvm cvm.txt --eval eval.json --out repo
 	if (*std == "") != (*cvm == "") {
 		return fmt.Errorf("%w: --std and --cvm go together", errUsage)
 	}
-	var in report.Inputs
+	in := report.Inputs{Sample: *sample}
 	var err error
 	if *filter != "" {
 		if in.AgentFilter, err = regexp.Compile(*filter); err != nil {

@@ -134,4 +134,40 @@ func TestGateExitCodes(t *testing.T) {
 	code, _, stderr = runIn(t, nil, "gate", base, empty)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, empty, "the error names the file")
+
+	// Another model shape is another experiment: refused, not compared.
+	small := filepath.Join(dir, "small.txt")
+	medium := filepath.Join(dir, "medium.txt")
+	b, err := os.ReadFile(same)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(small, append([]byte("model-shape: small\ncpu: one\n"), b...), 0o644))
+	require.NoError(t, os.WriteFile(medium, append([]byte("model-shape: medium\ncpu: other\n"), b...), 0o644))
+	code, _, stderr = runIn(t, nil, "gate", small, medium)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `model-shape: "small" vs "medium"`)
+	assert.NotContains(t, stderr, "cpu", "the machine may differ")
+	code, _, _ = runIn(t, nil, "gate", "--ignore-config", "model-shape", small, medium)
+	assert.Equal(t, 0, code)
+
+	// A slowdown measured on a machine four times as loaded is inconclusive.
+	loaded := func(name string, load float64, vals ...float64) string {
+		var b strings.Builder
+		for _, v := range vals {
+			fmt.Fprintf(&b, "BenchmarkGuard/C0-2 \t 100\t %g p50-ns\t %g loadavg\n", v, load)
+		}
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(b.String()), 0o644))
+		return p
+	}
+	quietBase := loaded("qb.txt", 4, 100, 101, 99, 100, 102, 98, 100, 101)
+	busySlow := loaded("bs.txt", 16, 150, 151, 149, 150, 152, 148, 150, 151)
+	quietSlow := loaded("qs.txt", 5, 150, 151, 149, 150, 152, 148, 150, 151)
+	code, stdout, stderr = runIn(t, nil, "gate", quietBase, busySlow)
+	assert.Equal(t, 3, code, stdout)
+	assert.Contains(t, stderr, "inconclusive")
+	assert.Contains(t, stdout, "base 4.0, new 16.0")
+	code, _, _ = runIn(t, nil, "gate", quietBase, quietSlow)
+	assert.Equal(t, 1, code, "comparable load: a regression")
+	code, _, _ = runIn(t, nil, "gate", "--load-ratio", "0", quietBase, busySlow)
+	assert.Equal(t, 1, code, "check turned off")
 }

@@ -13,13 +13,15 @@ import (
 
 func cmdServeLLM(ctx context.Context, s stdio, args []string) error {
 	d := server.DefaultConfig()
-	fs := newFlags(s, "serve-llm", "[--addr 127.0.0.1:8000] [--shape small|qwen2.5-0.5b] [--classifier-shape small|prompt-guard-86m] [--seed N]",
+	fs := newFlags(s, "serve-llm", "[--addr 127.0.0.1:8000] [--shape medium|small|qwen2.5-0.5b] [--classifier-shape small|prompt-guard-86m] [--seed N]",
 		"Serve the embedded reference model over the OpenAI API (/v1/chat/completions, /v1/models)\n"+
 			"and classification endpoints shaped like text-embeddings-inference (/predict) and vLLM (/classify).\n"+
 			"The model does real transformer work on seeded, synthetic weights; what it says is scripted\n"+
 			"(a tool call naming what the user asks for, then an answer). See docs/llm.md.")
 	addr := fs.String("addr", "127.0.0.1:8000", "address to listen on")
-	shape := fs.String("shape", d.Shape, "decoder shape: small or qwen2.5-0.5b")
+	// medium, not the package's test default (small): its working set is
+	// larger than the CPU's last-level cache, as a real model's is.
+	shape := fs.String("shape", "medium", "decoder shape: medium (83 MB, full attention), small (in-cache, sliding window) or qwen2.5-0.5b (2 GB)")
 	cshape := fs.String("classifier-shape", d.ClassifierShape, "classifier shape: small or prompt-guard-86m")
 	seed := fs.Int64("seed", d.Seed, "seed of the weights")
 	answer := fs.Int("answer-tokens", d.AnswerTokens, "tokens in an answer after a tool result (max_tokens cuts it)")

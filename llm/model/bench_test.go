@@ -90,9 +90,9 @@ func BenchmarkKernel(b *testing.B) {
 
 func benchShapes() []string {
 	if *realShapes {
-		return []string{"small", "qwen2.5-0.5b"}
+		return []string{"small", "medium", "qwen2.5-0.5b"}
 	}
-	return []string{"small"}
+	return []string{"small", "medium"}
 }
 
 // BenchmarkPrefill times a forward pass over a prompt of each length into a
@@ -100,7 +100,11 @@ func benchShapes() []string {
 func BenchmarkPrefill(b *testing.B) {
 	for _, shape := range benchShapes() {
 		lengths := []int{512, 4096, 32768}
-		if shape != "small" {
+		switch shape {
+		case "small":
+		case "medium": // full attention: 32k tokens would take minutes
+			lengths = []int{512, 2048, 8192}
+		default:
 			lengths = []int{64, 512}
 		}
 		for _, n := range lengths {
@@ -137,54 +141,68 @@ func BenchmarkPrefill(b *testing.B) {
 	}
 }
 
-// BenchmarkDecode times tokens decode steps after a 512-token prompt (the
-// prefill is not timed).
+// BenchmarkDecode times tokens decode steps after a prompt of ctx tokens
+// (the prefill is not timed): with full attention each step reads the
+// whole KV cache, so steps slow as the context grows.
 func BenchmarkDecode(b *testing.B) {
 	for _, shape := range benchShapes() {
-		for _, n := range []int{16, 64, 256} {
-			b.Run(fmt.Sprintf("shape=%s/tokens=%d", shape, n), func(b *testing.B) {
-				pool := NewPool(0)
-				defer pool.Close()
-				sh, _ := LookupDecoder(shape)
-				d, err := NewDecoder(sh, 1, pool)
-				if err != nil {
-					b.Fatal(err)
+		ctxs := []int{512}
+		if shape == "medium" {
+			ctxs = []int{512, 8192}
+		}
+		for _, ctxLen := range ctxs {
+			for _, n := range []int{16, 64, 256} {
+				if ctxLen > 512 && n != 64 {
+					continue // each run prefills the context first
 				}
-				d.Load()
-				ids := benchIDs(512, sh.Vocab)
-				var flops int64
-				var cpu time.Duration
-				pw, pc := peak()
-				b.ResetTimer()
-				for b.Loop() {
-					b.StopTimer()
-					s, err := d.NewSession(len(ids) + n)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := s.Prefill(context.Background(), ids); err != nil {
-						b.Fatal(err)
-					}
-					f0 := s.Stats().FLOPs
-					c0 := cpuTime()
-					b.StartTimer()
-					next := ids[len(ids)-1]
-					for range n {
-						if next, err = s.Step(next); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.StopTimer()
-					cpu += cpuTime() - c0
-					flops += s.Stats().FLOPs - f0
-					b.StartTimer()
-				}
-				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/float64(n)*1e9, "ns/token")
-				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/token")
-				reportRate(b, flops, cpu, pw, pc)
-			})
+				benchDecode(b, shape, ctxLen, n)
+			}
 		}
 	}
+}
+
+func benchDecode(b *testing.B, shape string, ctxLen, n int) {
+	b.Run(fmt.Sprintf("shape=%s/ctx=%d/tokens=%d", shape, ctxLen, n), func(b *testing.B) {
+		pool := NewPool(0)
+		defer pool.Close()
+		sh, _ := LookupDecoder(shape)
+		d, err := NewDecoder(sh, 1, pool)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.Load()
+		ids := benchIDs(ctxLen, sh.Vocab)
+		var flops int64
+		var cpu time.Duration
+		pw, pc := peak()
+		b.ResetTimer()
+		for b.Loop() {
+			b.StopTimer()
+			s, err := d.NewSession(len(ids) + n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Prefill(context.Background(), ids); err != nil {
+				b.Fatal(err)
+			}
+			f0 := s.Stats().FLOPs
+			c0 := cpuTime()
+			b.StartTimer()
+			next := ids[len(ids)-1]
+			for range n {
+				if next, err = s.Step(next); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			cpu += cpuTime() - c0
+			flops += s.Stats().FLOPs - f0
+			b.StartTimer()
+		}
+		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/float64(n)*1e9, "ns/token")
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/token")
+		reportRate(b, flops, cpu, pw, pc)
+	})
 }
 
 // BenchmarkClassify times the encoder on inputs of each length.

@@ -277,6 +277,14 @@ func TestShapes(t *testing.T) {
 	require.NoError(t, err)
 	// 86M backbone parameters plus the 192M-parameter multilingual embedding.
 	assert.InDelta(t, 86e6, float64(pg.Params()-int64(pg.Vocab*pg.Hidden)), 2e6)
+	// The benchmarks' default: weights larger than a server CPU's
+	// last-level cache (32 MiB on the build machines; 32-64 MiB on
+	// current EPYC and Xeon parts per CCD or socket slice), full attention.
+	m, err := LookupDecoder("medium")
+	require.NoError(t, err)
+	assert.Greater(t, m.Params()*4, int64(64<<20))
+	assert.Zero(t, m.Window)
+	assert.GreaterOrEqual(t, m.MaxContext, 40000, "a 128 KiB tool output (~33k tokens) fits")
 	_, err = LookupDecoder("nope")
 	require.ErrorIs(t, err, ErrUnknownShape)
 }
@@ -414,4 +422,41 @@ func TestExpRow(t *testing.T) {
 		}
 		assert.InDelta(t, 0, (float64(sum)-want)/want, 1e-5)
 	}
+}
+
+// TestFullAttentionScales checks the work, not the clock: with full
+// attention (medium's kind) a decode step's FLOPs grow with the context and
+// prefill's grow faster than the prompt; with a sliding window (small)
+// neither does past the window.
+func TestFullAttentionScales(t *testing.T) {
+	pool := NewPool(1)
+	defer pool.Close()
+	full := DecoderShape{Name: "full", Hidden: 32, Layers: 1, Heads: 2, KVHeads: 1, Intermediate: 32,
+		Vocab: 1024, MaxContext: 4096, RopeTheta: 1e6, RMSEps: 1e-6}
+	windowed := full
+	windowed.Name, windowed.Window = "windowed", 64
+	work := func(sh DecoderShape, prompt int) (prefill, step int64) {
+		d, err := NewDecoder(sh, 1, pool)
+		require.NoError(t, err)
+		s, err := d.NewSession(prompt + 1)
+		require.NoError(t, err)
+		ids := make([]int32, prompt)
+		for i := range ids {
+			ids[i] = int32(i % sh.Vocab)
+		}
+		_, err = s.Prefill(context.Background(), ids)
+		require.NoError(t, err)
+		prefill = s.Stats().FLOPs
+		_, err = s.Step(1)
+		require.NoError(t, err)
+		return prefill, s.Stats().FLOPs - prefill
+	}
+	p1, s1 := work(full, 256)
+	p2, s2 := work(full, 2048)
+	assert.Greater(t, float64(p2)/float64(p1), 8.0*1.5, "prefill of 8x the tokens costs well over 8x")
+	assert.Greater(t, float64(s2)/float64(s1), 1.5, "a decode step at 2048 positions does more work than at 256")
+	w1, ws1 := work(windowed, 256)
+	w2, ws2 := work(windowed, 2048)
+	assert.InDelta(t, 8.0, float64(w2)/float64(w1), 0.5, "windowed prefill is linear")
+	assert.Equal(t, ws1, ws2, "windowed decode does not see the context grow")
 }

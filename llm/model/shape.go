@@ -98,6 +98,17 @@ var decoderShapes = map[string]DecoderShape{
 		Name: "small", Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 128,
 		Vocab: 32000, MaxContext: 65536, Window: 128, RopeTheta: 1e6, RMSEps: 1e-6,
 	},
+	// medium is the benchmarks' default: 20.7M parameters, 83 MB of
+	// float32 weights (most of it the 64k-token embedding, which is also
+	// the output head every decode step reads), so its working set is
+	// larger than a server CPU's last-level cache (32 MiB here) and each
+	// decode step streams the weights from DRAM, as a real model's does.
+	// Full causal attention: prefill grows super-linearly with the prompt
+	// and each decode step slows with the context.
+	"medium": {
+		Name: "medium", Hidden: 256, Layers: 4, Heads: 4, KVHeads: 2, Intermediate: 1024,
+		Vocab: 65536, MaxContext: 40960, RopeTheta: 1e6, RMSEps: 1e-6,
+	},
 	// qwen2.5-0.5b is Qwen2.5-0.5B-Instruct's geometry (config.json):
 	// full attention over a 32k context.
 	"qwen2.5-0.5b": {

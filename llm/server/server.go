@@ -28,7 +28,8 @@ const (
 // Config sets up a Server. The zero value of a field means its default
 // (DefaultConfig).
 type Config struct {
-	// Shape is the decoder's shape: "small" (default) or "qwen2.5-0.5b".
+	// Shape is the decoder's shape: "small" (default: fast, for tests),
+	// "medium" (the benchmarks' and serve-llm's default) or "qwen2.5-0.5b".
 	Shape string
 	// ClassifierShape is the encoder's: "small" (default) or "prompt-guard-86m".
 	ClassifierShape string
