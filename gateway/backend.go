@@ -13,7 +13,7 @@ import (
 // backend is one guarded server session: a guard.Proxy serving over pipes,
 // as it would serve a stdio client.
 type backend struct {
-	name string
+	name    string
 	toProxy *jsonrpc.Writer
 	in      *io.PipeWriter
 

@@ -148,10 +148,18 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	if err := c.check(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	if err := c.Check(); err != nil {
+		return nil, err
 	}
 	return &c, nil
+}
+
+// Check reports what makes c unusable, wrapping ErrConfig.
+func (c *Config) Check() error {
+	if err := c.check(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return nil
 }
 
 func (c *Config) check() error {

@@ -40,6 +40,9 @@ type Options struct {
 	Bridge func(url string) []string
 	// Vars are defaults for ${NAME} in policy files; each server's vars win.
 	Vars map[string]string
+	// Direct, when set, names the server /mcp serves directly (and
+	// transparently) instead of the aggregate of all servers.
+	Direct string
 }
 
 // Gateway serves the configured servers over Streamable HTTP. Handler
@@ -199,8 +202,12 @@ func (g *Gateway) proxy(name, identity string) (*guard.Proxy, error) {
 		return nil, err
 	}
 	argv := sc.Command
+	prepare := setup.Prepare
 	if sc.URL != "" {
 		argv = g.opt.Bridge(sc.URL)
+		// After the layers' hooks, so that L1's environment allow-list
+		// does not strip what the bridge needs.
+		prepare = append(slices.Clip(prepare), bridgeEnv(sc.Headers))
 	}
 	var env []string
 	if len(sc.Env) > 0 {
@@ -213,7 +220,7 @@ func (g *Gateway) proxy(name, identity string) (*guard.Proxy, error) {
 		Server:  name,
 		Config:  setup.Name,
 		Layers:  setup.Layers,
-		Prepare: setup.Prepare,
+		Prepare: prepare,
 		Sandbox: setup.Sandbox,
 		Stderr:  g.opt.Stderr,
 		Grace:   g.opt.Grace,

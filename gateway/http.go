@@ -37,7 +37,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("/servers/{name}/mcp", func(w http.ResponseWriter, r *http.Request) {
 		g.serve(w, r, r.PathValue("name"))
 	})
-	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, "") })
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, g.opt.Direct) })
 	return mux
 }
 

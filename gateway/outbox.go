@@ -36,14 +36,14 @@ func newStream(reqID string, sse bool) *stream {
 // order the server sent them, and nothing is queued on a stream after the
 // response that ends it.
 type outbox struct {
-	mu       sync.Mutex
-	pending  map[string]*stream // by canonical request id
-	posts    []*stream          // open SSE streams of requests in flight
-	get      *stream
-	orphans  [][]byte // for a GET stream not open yet
-	ended    bool
-	dropped  int
-	logf     func(format string, args ...any)
+	mu      sync.Mutex
+	pending map[string]*stream // by canonical request id
+	posts   []*stream          // open SSE streams of requests in flight
+	get     *stream
+	orphans [][]byte // for a GET stream not open yet
+	ended   bool
+	dropped int
+	logf    func(format string, args ...any)
 }
 
 func newOutbox(logf func(string, ...any)) *outbox {
