@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -28,8 +29,13 @@ var ErrConfig = errors.New("bad gateway config")
 type Config struct {
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) whose
 	// requests are served. A request with any other Origin gets 403; a
-	// request without one (a non-browser client) is served.
+	// request without one (a non-browser client) is served. Unset, only
+	// pages on this machine (localhost, 127.0.0.1, [::1]) may call.
 	AllowedOrigins []string `json:"allowed_origins,omitempty"`
+	// AllowedHosts lists the Host header values served when the gateway
+	// listens off loopback (DNS rebinding); on loopback, loopback names
+	// are always served.
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
 	// Audit is the file the gateway's own events go to (one per request,
 	// with the caller's identity); "-" for stderr.
 	Audit string `json:"audit,omitempty"`
@@ -261,6 +267,20 @@ func (l Limits) idleTimeout() time.Duration {
 func HashToken(secret string) string {
 	h := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(h[:])
+}
+
+// isLoopbackHost reports whether host (a Host header or URL host, with or
+// without a port) names this machine.
+func isLoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // canonOrigin is an origin as browsers send it (scheme://host[:port],

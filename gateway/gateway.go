@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +42,10 @@ type Options struct {
 	Bridge func(url string) []string
 	// Vars are defaults for ${NAME} in policy files; each server's vars win.
 	Vars map[string]string
+	// Loopback says the gateway listens on loopback only: a request whose
+	// Host is not a loopback name is refused (DNS rebinding), unless
+	// gateway.json's allowed_hosts lists it.
+	Loopback bool
 	// Direct, when set, names the server /mcp serves directly (and
 	// transparently) instead of the aggregate of all servers.
 	Direct string
@@ -56,6 +62,7 @@ type Gateway struct {
 	files       []*os.File
 	tokens      []token
 	origins     map[string]bool
+	hosts       map[string]bool
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -91,6 +98,7 @@ func New(cfg *Config, opt Options) (*Gateway, error) {
 		opt:         opt,
 		serverAudit: map[string]*audit.Logger{},
 		origins:     map[string]bool{},
+		hosts:       map[string]bool{},
 		sessions:    map[string]*session{},
 		stopReaper:  make(chan struct{}),
 		reaperDone:  make(chan struct{}),
@@ -145,6 +153,9 @@ func New(cfg *Config, opt Options) (*Gateway, error) {
 	}
 	for _, o := range cfg.AllowedOrigins {
 		g.origins[canonOrigin(o)] = true
+	}
+	for _, h := range cfg.AllowedHosts {
+		g.hosts[strings.ToLower(h)] = true
 	}
 	go g.reaper()
 	return g, nil
@@ -243,6 +254,30 @@ func (w identityWriter) Write(p []byte) (int, error) {
 		e.Identity = w.identity
 	}
 	return len(p), w.l.Log(e)
+}
+
+// originAllowed: no Origin (not a browser), a configured one, or, when
+// none is configured, a page on this machine.
+func (g *Gateway) originAllowed(o string) bool {
+	if o == "" {
+		return true
+	}
+	c := canonOrigin(o)
+	if len(g.origins) > 0 {
+		return g.origins[c]
+	}
+	u, err := url.Parse(c)
+	return err == nil && c != "" && isLoopbackHost(u.Host)
+}
+
+// hostAllowed guards a loopback gateway against DNS rebinding: a page on
+// evil.example whose name now resolves to 127.0.0.1 still sends its own
+// name in Host.
+func (g *Gateway) hostAllowed(host string) bool {
+	if g.hosts[strings.ToLower(host)] {
+		return true
+	}
+	return !g.opt.Loopback || isLoopbackHost(host)
 }
 
 // Started reports how many server sessions the gateway has started.

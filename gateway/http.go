@@ -58,8 +58,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, server string) {
 	q.event = audit.Event{Server: server, Rule: "http", Reason: r.Method}
 	defer func() { g.event(q.event) }()
 
-	if o := r.Header.Get("Origin"); o != "" && !g.origins[canonOrigin(o)] {
+	if o := r.Header.Get("Origin"); !g.originAllowed(o) {
 		q.deny(http.StatusForbidden, "origin", fmt.Sprintf("origin %q is not allowed", o))
+		return
+	}
+	if !g.hostAllowed(r.Host) {
+		q.deny(http.StatusForbidden, "origin", fmt.Sprintf("host %q is not allowed", r.Host))
 		return
 	}
 	if len(g.tokens) == 0 {

@@ -73,11 +73,11 @@ type gatewayOptions struct {
 var errRemote = errors.New("refusing to listen off loopback")
 
 // checkListen refuses a non-loopback address unless allowed and tokens
-// protect it.
-func checkListen(addr string, allowRemote bool, tokens int) error {
+// protect it; it reports whether addr is loopback.
+func checkListen(addr string, allowRemote bool, tokens int) (bool, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%w: --listen %q: %v", errUsage, addr, err)
+		return false, fmt.Errorf("%w: --listen %q: %v", errUsage, addr, err)
 	}
 	loopback := host == "localhost"
 	if ip := net.ParseIP(host); ip != nil {
@@ -85,17 +85,18 @@ func checkListen(addr string, allowRemote bool, tokens int) error {
 	}
 	switch {
 	case loopback:
-		return nil
+		return true, nil
 	case !allowRemote:
-		return fmt.Errorf("%w: %w %q without --allow-remote", errUsage, errRemote, addr)
+		return false, fmt.Errorf("%w: %w %q without --allow-remote", errUsage, errRemote, addr)
 	case tokens == 0:
-		return fmt.Errorf("%w: %w %q: gateway.json lists no tokens", errUsage, errRemote, addr)
+		return false, fmt.Errorf("%w: %w %q: gateway.json lists no tokens", errUsage, errRemote, addr)
 	}
-	return nil
+	return false, nil
 }
 
 func serveGateway(ctx context.Context, s stdio, cfg *gateway.Config, o gatewayOptions) error {
-	if err := checkListen(o.listen, o.allowRemote, len(cfg.Tokens)); err != nil {
+	loopback, err := checkListen(o.listen, o.allowRemote, len(cfg.Tokens))
+	if err != nil {
 		return err
 	}
 	exe, err := os.Executable()
@@ -103,10 +104,11 @@ func serveGateway(ctx context.Context, s stdio, cfg *gateway.Config, o gatewayOp
 		return fmt.Errorf("find own executable: %w", err)
 	}
 	g, err := gateway.New(cfg, gateway.Options{
-		Stderr: s.err,
-		Grace:  o.grace,
-		Direct: o.direct,
-		Bridge: func(url string) []string { return []string{exe, "gateway", "bridge", "--url", url} },
+		Stderr:   s.err,
+		Grace:    o.grace,
+		Direct:   o.direct,
+		Loopback: loopback,
+		Bridge:   func(url string) []string { return []string{exe, "gateway", "bridge", "--url", url} },
 	})
 	if err != nil {
 		return err
