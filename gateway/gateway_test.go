@@ -201,6 +201,10 @@ func post(t testing.TB, url, session, body string, hdr map[string]string) *http.
 // sseMessages reads the data lines of an SSE body.
 func sseMessages(t testing.TB, r io.Reader) []string {
 	t.Helper()
+	return parseSSE(r)
+}
+
+func parseSSE(r io.Reader) []string {
 	var out []string
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)

@@ -13,6 +13,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpguard/mcpguard/gateway"
+
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -23,6 +25,15 @@ const serverEnv = "GATEWAY_TEST_SERVER"
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(serverEnv); mode != "" {
 		os.Exit(testServer(mode))
+	}
+	// The gateway's bridge to a remote server, as `mcpguard gateway bridge`
+	// runs it (see bridgeArgv).
+	if len(os.Args) == 3 && os.Args[1] == "gateway-bridge" {
+		if err := gateway.Bridge(context.Background(), os.Args[2], nil, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -113,6 +124,9 @@ func rawServer() int {
 				Meta struct {
 					Token json.RawMessage `json:"progressToken"`
 				} `json:"_meta"`
+				Arguments struct {
+					Text string `json:"text"`
+				} `json:"arguments"`
 			} `json:"params"`
 		}
 		if json.Unmarshal(in.Bytes(), &m) != nil || m.ID == nil || m.Method == "" {
@@ -126,7 +140,8 @@ func rawServer() int {
 			if m.Params.Meta.Token != nil {
 				fmt.Fprintf(out, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}`+"\n", m.Params.Meta.Token)
 			}
-			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"done"}]}}`+"\n", m.ID)
+			text, _ := json.Marshal("done " + m.Params.Arguments.Text)
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":%s}]}}`+"\n", m.ID, text)
 		default:
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{}}`+"\n", m.ID)
 		}
