@@ -30,6 +30,12 @@ var (
 	ErrRemoteL3 = errors.New("a remote server has no process for L3 to confine; use C0, C-AB or C-app")
 )
 
+// remoteConfigs are the configs without L3, the ones a remote server can
+// have. Checked by name first, so that the refusal does not depend on
+// whether this kernel could have enforced L3; the built setup is checked
+// again below.
+var remoteConfigs = []string{configs.C0, configs.CAB, configs.CApp}
+
 // Options are the gateway's settings that do not come from gateway.json.
 type Options struct {
 	// Stderr gets diagnostics and the servers' stderr (nil: os.Stderr).
@@ -182,6 +188,9 @@ func (g *Gateway) build(name string, logger *audit.Logger) (*configs.Setup, erro
 	}
 	for k, v := range sc.Vars {
 		vars[k] = v
+	}
+	if sc.URL != "" && !slices.Contains(remoteConfigs, sc.Config) {
+		return nil, fmt.Errorf("config %s: %w", sc.Config, ErrRemoteL3)
 	}
 	setup, err := configs.Build(sc.Config, configs.Options{
 		Server:       name,

@@ -83,6 +83,15 @@ func connect(t testing.TB, url string, headers map[string]string) *client.Client
 	return c
 }
 
+func callReq(tool string, args map[string]any) mcp.CallToolRequest {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	return req
+}
+
+func newServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
+
 func callText(t testing.TB, c *client.Client, tool string, args map[string]any) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
