@@ -109,9 +109,9 @@ func testServer(mode string) int {
 }
 
 // rawServer answers line by line on one goroutine, so the order in which
-// it writes messages is fixed: for tools/call it writes a log
-// notification, a progress notification for the request's token, then the
-// response.
+// it writes messages is fixed: for tools/call of any tool but echo it writes
+// a log notification, a progress notification for the request's token, then
+// the response; echo answers "done <text>" alone.
 func rawServer() int {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
@@ -124,6 +124,7 @@ func rawServer() int {
 				Meta struct {
 					Token json.RawMessage `json:"progressToken"`
 				} `json:"_meta"`
+				Name      string `json:"name"`
 				Arguments struct {
 					Text string `json:"text"`
 				} `json:"arguments"`
@@ -136,6 +137,11 @@ func rawServer() int {
 		case "initialize":
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}}`+"\n", m.ID)
 		case "tools/call":
+			if m.Params.Name == "echo" {
+				text, _ := json.Marshal("done " + m.Params.Arguments.Text)
+				fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":%s}]}}`+"\n", m.ID, text)
+				break
+			}
 			fmt.Fprintln(out, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working"}}`)
 			if m.Params.Meta.Token != nil {
 				fmt.Fprintf(out, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}`+"\n", m.Params.Meta.Token)
