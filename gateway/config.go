@@ -42,7 +42,10 @@ type Config struct {
 	// Tokens are the bearer tokens accepted. None configured: no
 	// authentication, which the CLI allows on loopback only.
 	Tokens []Token `json:"tokens,omitempty"`
-	Limits Limits  `json:"limits,omitzero"`
+	// OAuth, when set, also accepts JWT access tokens of an authorization
+	// server (OAuth 2.1 resource-server mode); see OAuth.
+	OAuth  *OAuth `json:"oauth,omitempty"`
+	Limits Limits `json:"limits,omitzero"`
 	// Servers by name; the name is the path segment and the tool prefix.
 	Servers map[string]*ServerConfig `json:"servers"`
 
@@ -213,6 +216,11 @@ func (c *Config) check() error {
 			}
 		}
 	}
+	if c.OAuth != nil {
+		if err := c.OAuth.check(); err != nil {
+			return err
+		}
+	}
 	for _, o := range c.AllowedOrigins {
 		if canonOrigin(o) == "" {
 			return fmt.Errorf("allowed origin %q: want scheme://host[:port]", o)
@@ -223,6 +231,9 @@ func (c *Config) check() error {
 	}
 	return nil
 }
+
+// Authenticated reports whether requests need a bearer token.
+func (c *Config) Authenticated() bool { return len(c.Tokens) > 0 || c.OAuth != nil }
 
 // path resolves a path from the config file against its directory.
 func (c *Config) path(p string) string {

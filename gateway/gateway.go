@@ -52,6 +52,10 @@ type Options struct {
 	// Host is not a loopback name is refused (DNS rebinding), unless
 	// gateway.json's allowed_hosts lists it.
 	Loopback bool
+	// NewProxy, when set, makes each session's proxy instead of building
+	// it from the server's config (for harnesses that built the layers
+	// themselves, such as the corpus eval over HTTP).
+	NewProxy func(server, identity string) (*guard.Proxy, error)
 	// Direct, when set, names the server /mcp serves directly (and
 	// transparently) instead of the aggregate of all servers.
 	Direct string
@@ -67,6 +71,7 @@ type Gateway struct {
 	serverAudit map[string]*audit.Logger
 	files       []*os.File
 	tokens      []token
+	jwks        *jwks // OAuth resource-server mode
 	origins     map[string]bool
 	hosts       map[string]bool
 
@@ -88,8 +93,14 @@ type token struct {
 	hash []byte
 }
 
-func (t *token) grants(server string) bool {
-	return slices.Contains(t.Servers, "*") || slices.Contains(t.Servers, server)
+// principal is who a request comes from and the servers it may reach.
+type principal struct {
+	name    string
+	servers []string // "*" for all
+}
+
+func (p *principal) grants(server string) bool {
+	return slices.Contains(p.servers, "*") || slices.Contains(p.servers, server)
 }
 
 // New checks that every server's config builds here (configs with L3 fail
@@ -140,6 +151,9 @@ func New(cfg *Config, opt Options) (*Gateway, error) {
 			g.closeFiles()
 			return nil, err
 		}
+		if opt.NewProxy != nil {
+			continue
+		}
 		if sc.URL != "" && opt.Bridge == nil {
 			g.closeFiles()
 			return nil, fmt.Errorf("server %s: remote servers need a bridge command", name)
@@ -159,6 +173,9 @@ func New(cfg *Config, opt Options) (*Gateway, error) {
 	}
 	for _, o := range cfg.AllowedOrigins {
 		g.origins[canonOrigin(o)] = true
+	}
+	if cfg.OAuth != nil {
+		g.jwks = newJWKS(cfg.OAuth)
 	}
 	for _, h := range cfg.AllowedHosts {
 		g.hosts[strings.ToLower(h)] = true
@@ -212,6 +229,20 @@ func (g *Gateway) build(name string, logger *audit.Logger) (*configs.Setup, erro
 
 // proxy builds the proxy for one session of server name, for identity.
 func (g *Gateway) proxy(name, identity string) (*guard.Proxy, error) {
+	if g.opt.NewProxy != nil {
+		p, err := g.opt.NewProxy(name, identity)
+		if err != nil {
+			return nil, err
+		}
+		start := p.OnStart
+		p.OnStart = func(pid int) {
+			g.started.Add(1)
+			if start != nil {
+				start(pid)
+			}
+		}
+		return p, nil
+	}
 	sc := g.cfg.Servers[name]
 	var logger *audit.Logger
 	if l := g.serverAudit[name]; l != nil {
@@ -299,9 +330,17 @@ func (g *Gateway) Sessions() int {
 	return len(g.sessions)
 }
 
-// authenticate returns the token a bearer secret belongs to. Every token is
+// authenticate returns who a bearer secret belongs to: a JWT access token
+// of the configured issuer, or a static token. Every static token is
 // compared, in constant time, so timing tells nothing about which matched.
-func (g *Gateway) authenticate(secret string) *token {
+func (g *Gateway) authenticate(ctx context.Context, secret string) (*principal, error) {
+	if g.jwks != nil && looksLikeJWT(secret) {
+		sub, servers, err := g.jwks.verify(ctx, secret)
+		if err != nil {
+			return nil, err
+		}
+		return &principal{name: "oauth:" + sub, servers: servers}, nil
+	}
 	h := sha256.Sum256([]byte(secret))
 	var found *token
 	for i := range g.tokens {
@@ -309,7 +348,10 @@ func (g *Gateway) authenticate(secret string) *token {
 			found = &g.tokens[i]
 		}
 	}
-	return found
+	if found == nil {
+		return nil, errors.New("unknown bearer token")
+	}
+	return &principal{name: found.Name, servers: found.Servers}, nil
 }
 
 // errTooMany and errClosing refuse a new session.

@@ -38,6 +38,9 @@ func (g *Gateway) Handler() http.Handler {
 		g.serve(w, r, r.PathValue("name"))
 	})
 	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, g.opt.Direct) })
+	if g.cfg.OAuth != nil {
+		mux.HandleFunc("GET "+metadataPath, g.metadata)
+	}
 	return mux
 }
 
@@ -47,6 +50,7 @@ type request struct {
 	r        *http.Request
 	server   string // "" for the aggregate endpoint
 	identity string
+	who      *principal
 	event    audit.Event // the audit record, filled as the request goes
 }
 
@@ -66,30 +70,34 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, server string) {
 		q.deny(http.StatusForbidden, "origin", fmt.Sprintf("host %q is not allowed", r.Host))
 		return
 	}
-	if len(g.tokens) == 0 {
-		q.identity = "anonymous"
-	} else {
+	who := &principal{name: "anonymous", servers: []string{"*"}}
+	if g.cfg.Authenticated() {
 		secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		t := (*token)(nil)
+		var err error
+		who = nil
 		if ok {
-			t = g.authenticate(strings.TrimSpace(secret))
+			who, err = g.authenticate(r.Context(), strings.TrimSpace(secret))
 		}
-		if t == nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpguard"`)
-			q.deny(http.StatusUnauthorized, "auth", "no valid bearer token")
+		if who == nil {
+			reason := "no valid bearer token"
+			if err != nil {
+				reason = err.Error()
+			}
+			w.Header().Set("WWW-Authenticate", g.challenge())
+			q.deny(http.StatusUnauthorized, "auth", reason)
 			return
 		}
-		q.identity = t.Name
-		q.event.Identity = t.Name
-		if server != "" && !t.grants(server) {
-			q.deny(http.StatusForbidden, "grant", fmt.Sprintf("token %s does not grant server %s", t.Name, server))
+		q.event.Identity = who.name
+		if server != "" && !who.grants(server) {
+			q.deny(http.StatusForbidden, "grant", fmt.Sprintf("%s may not reach server %s", who.name, server))
 			return
 		}
-		if server == "" && len(g.granted(t.Name)) == 0 {
-			q.deny(http.StatusForbidden, "grant", fmt.Sprintf("token %s grants no server", t.Name))
+		if server == "" && len(g.granted(who)) == 0 {
+			q.deny(http.StatusForbidden, "grant", fmt.Sprintf("%s may reach no server", who.name))
 			return
 		}
 	}
+	q.identity, q.who = who.name, who
 	q.event.Identity = q.identity
 	if server != "" && g.cfg.Servers[server] == nil {
 		q.deny(http.StatusNotFound, "route", "no server "+server)
@@ -108,18 +116,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, server string) {
 	}
 }
 
-// granted lists the servers identity may reach.
-func (g *Gateway) granted(identity string) []string {
+// granted lists the servers who may reach.
+func (g *Gateway) granted(who *principal) []string {
 	var out []string
 	for _, name := range g.cfg.names() {
-		if len(g.tokens) == 0 {
+		if who.grants(name) {
 			out = append(out, name)
-			continue
-		}
-		for i := range g.tokens {
-			if g.tokens[i].Name == identity && g.tokens[i].grants(name) {
-				out = append(out, name)
-			}
 		}
 	}
 	return out
@@ -347,7 +349,7 @@ func (g *Gateway) initialize(q *request, h jsonrpc.Header, body []byte, sse bool
 	}
 	var err error
 	if q.server == "" {
-		err = s.startAggregate(g.granted(q.identity))
+		err = s.startAggregate(g.granted(q.who))
 	} else {
 		err = s.startDirect()
 	}

@@ -37,7 +37,7 @@ server process behind its own guard (config, policy, audit log and L3
 domain as in 'mcpguard run'). See docs/gateway.md for gateway.json.
 
 It listens on loopback unless --allow-remote is given, which also needs
-bearer tokens in gateway.json. SIGINT or SIGTERM: stop taking requests,
+bearer tokens (or OAuth) in gateway.json. SIGINT or SIGTERM: stop taking requests,
 end every session, stop the servers.
 
   mcpguard gateway hash-token   reads a secret on stdin, prints its sha256
@@ -74,7 +74,7 @@ var errRemote = errors.New("refusing to listen off loopback")
 
 // checkListen refuses a non-loopback address unless allowed and tokens
 // protect it; it reports whether addr is loopback.
-func checkListen(addr string, allowRemote bool, tokens int) (bool, error) {
+func checkListen(addr string, allowRemote, authenticated bool) (bool, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false, fmt.Errorf("%w: --listen %q: %v", errUsage, addr, err)
@@ -88,14 +88,14 @@ func checkListen(addr string, allowRemote bool, tokens int) (bool, error) {
 		return true, nil
 	case !allowRemote:
 		return false, fmt.Errorf("%w: %w %q without --allow-remote", errUsage, errRemote, addr)
-	case tokens == 0:
-		return false, fmt.Errorf("%w: %w %q: gateway.json lists no tokens", errUsage, errRemote, addr)
+	case !authenticated:
+		return false, fmt.Errorf("%w: %w %q: gateway.json lists no tokens and no oauth", errUsage, errRemote, addr)
 	}
 	return false, nil
 }
 
 func serveGateway(ctx context.Context, s stdio, cfg *gateway.Config, o gatewayOptions) error {
-	loopback, err := checkListen(o.listen, o.allowRemote, len(cfg.Tokens))
+	loopback, err := checkListen(o.listen, o.allowRemote, cfg.Authenticated())
 	if err != nil {
 		return err
 	}
