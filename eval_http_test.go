@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -96,11 +97,12 @@ func httpConnect(ctx context.Context, l eval.Launch) (eval.Session, error) {
 	return s, nil
 }
 
-// TestEvalCasesHTTP runs the corpus with the client on Streamable HTTP
+// TestCorpusOverHTTP runs the corpus with the client on Streamable HTTP
 // through the gateway, under the configs that run on this host without the
 // VM, and holds the verdicts to the same golden files as TestEvalCases (over
 // stdio): the transport changes no verdict. -short runs the smoke subset.
-func TestEvalCasesHTTP(t *testing.T) {
+// (Not named TestEvalCases*: scripts/test.sh selects those by pattern for the VM.)
+func TestCorpusOverHTTP(t *testing.T) {
 	ctx := context.Background()
 	cases, err := eval.LoadCases("testdata/cases", servers.Names())
 	require.NoError(t, err)
@@ -109,8 +111,11 @@ func TestEvalCasesHTTP(t *testing.T) {
 	}
 	root, err := filepath.Abs(".")
 	require.NoError(t, err)
-	binDir := t.TempDir()
-	require.NoError(t, servers.Build(ctx, binDir, serverNames(cases)...))
+	binDir := os.Getenv("MCPGUARD_SERVER_BIN") // as in TestEvalCases
+	if binDir == "" {
+		binDir = t.TempDir()
+		require.NoError(t, servers.Build(ctx, binDir, serverNames(cases)...))
+	}
 	r := &eval.Runner{Root: root, BinDir: binDir, WorkDir: t.TempDir(), Connect: httpConnect}
 	for _, cfg := range []string{configs.C0, configs.CAB, configs.CApp, configs.CFullLandlock} {
 		t.Run(cfg, func(t *testing.T) {
