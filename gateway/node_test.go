@@ -227,3 +227,37 @@ func TestConformanceSameAsServerOwnHTTP(t *testing.T) {
 	t.Logf("conformance: %d checks, %d pass on server-everything's own HTTP, all of them through the gateway, %d more through the gateway", len(baseline), passed, better)
 	assert.Equal(t, "SUCCESS", through["server-dns-rebinding-protection/localhost-host-rebinding-rejected"])
 }
+
+// inspector runs the MCP Inspector's CLI mode against url and returns its
+// output.
+func inspector(t *testing.T, url string, args ...string) string {
+	t.Helper()
+	node := nodeBin(t)
+	dir := requirePackage(t, "@modelcontextprotocol/inspector")
+	var pkg struct {
+		Bin map[string]string `json:"bin"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &pkg))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(dir, pkg.Bin["mcp-inspector"]), "--cli", url, "--transport", "http"}, args...)...)
+	cmd.Dir = nodeDir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return string(out)
+}
+
+// The MCP Inspector's CLI lists and calls tools through both endpoints.
+func TestInspectorCLI(t *testing.T) {
+	url := everythingGateway(t)
+	out := inspector(t, url+"/servers/everything/mcp", "--method", "tools/list")
+	assert.Contains(t, out, `"name": "get-sum"`)
+	out = inspector(t, url+"/servers/everything/mcp", "--method", "tools/call", "--tool-name", "get-sum", "--tool-arg", "a=2", "--tool-arg", "b=40")
+	assert.Contains(t, out, "The sum of 2 and 40 is 42.")
+	out = inspector(t, url+"/mcp", "--method", "tools/list")
+	assert.Contains(t, out, `"name": "everything__get-sum"`)
+	out = inspector(t, url+"/mcp", "--method", "tools/call", "--tool-name", "everything__get-sum", "--tool-arg", "a=2", "--tool-arg", "b=40")
+	assert.Contains(t, out, "The sum of 2 and 40 is 42.")
+}
