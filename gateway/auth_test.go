@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -131,4 +132,44 @@ func TestConfigChecks(t *testing.T) {
 	require.NoError(t, err)
 	_, err = gateway.New(cfg, gateway.Options{})
 	assert.Error(t, err, "an unknown config fails at start, not per session")
+}
+
+// The layers' own events (an L1 denial here) carry the identity of the
+// session's caller, in the server's audit log.
+func TestLayerEventsCarryIdentity(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "alpha.json")
+	require.NoError(t, os.WriteFile(policy, []byte(`{
+  "server": "alpha",
+  "tools": {"read_file": {"args": {"path": {"kind": "path", "access": "read"}}}},
+  "filesystem": {"read": ["${WS}"]},
+  "env": {"allow": ["GATEWAY_TEST_SERVER"]}
+}`), 0o644))
+	sc := testServerConfig(t, "alpha")
+	sc.Config, sc.Policy, sc.Audit, sc.Vars = "C-app", policy, filepath.Join(dir, "alpha-audit.jsonl"), map[string]string{"WS": dir}
+	cfg := &gateway.Config{
+		Servers: map[string]*gateway.ServerConfig{"alpha": sc},
+		Tokens:  []gateway.Token{{Name: "alice", SHA256: gateway.HashToken("alice-secret"), Servers: []string{"alpha"}}},
+	}
+	_, srv := startGateway(t, cfg)
+	c := connect(t, srv.URL+"/servers/alpha/mcp", bearer("alice-secret"))
+	defer c.Close()
+	_, err := c.CallTool(t.Context(), callReq("read_file", map[string]any{"path": "/etc/passwd"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "denied by L1")
+
+	b, err := os.ReadFile(sc.Audit)
+	require.NoError(t, err)
+	var denials int
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var e audit.Event
+		require.NoError(t, json.Unmarshal(line, &e), "%s", line)
+		assert.Equal(t, "alice", e.Identity, "%s", line)
+		if e.Decision == audit.Deny {
+			denials++
+			assert.Equal(t, "L1", e.Layer)
+			assert.Equal(t, "read_file", e.Tool)
+		}
+	}
+	assert.Equal(t, 1, denials)
 }
