@@ -186,6 +186,9 @@ func runListen(ctx context.Context, s stdio, g *guardFlags, argv []string, liste
 		Command:  argv,
 	}
 	cfg := &gateway.Config{Servers: map[string]*gateway.ServerConfig{name: sc}}
+	if g.maxMessage > 0 {
+		cfg.Limits.MaxMessage = int64(g.maxMessage) // the largest request body
+	}
 	if err := cfg.Check(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
