@@ -30,11 +30,17 @@ var (
 	ErrRemoteL3 = errors.New("a remote server has no process for L3 to confine; use C0, C-AB or C-app")
 )
 
-// remoteConfigs are the configs without L3, the ones a remote server can
-// have. Checked by name first, so that the refusal does not depend on
-// whether this kernel could have enforced L3; the built setup is checked
-// again below.
-var remoteConfigs = []string{configs.C0, configs.CAB, configs.CApp}
+// remoteConfig reports whether a remote server may have config name: only
+// the configs without L3. Checked by name first, so that the refusal does
+// not depend on whether this kernel could have enforced L3; the built setup
+// is checked again in build.
+func remoteConfig(name string) bool {
+	switch name {
+	case configs.C0, configs.CAB, configs.CApp:
+		return true
+	}
+	return false
+}
 
 // Options are the gateway's settings that do not come from gateway.json.
 type Options struct {
@@ -206,7 +212,7 @@ func (g *Gateway) build(name string, logger *audit.Logger) (*configs.Setup, erro
 	for k, v := range sc.Vars {
 		vars[k] = v
 	}
-	if sc.URL != "" && !slices.Contains(remoteConfigs, sc.Config) {
+	if sc.URL != "" && !remoteConfig(sc.Config) {
 		return nil, fmt.Errorf("config %s: %w", sc.Config, ErrRemoteL3)
 	}
 	setup, err := configs.Build(sc.Config, configs.Options{

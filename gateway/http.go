@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,9 +21,15 @@ const (
 	HeaderProtocol = "Mcp-Protocol-Version"
 )
 
-// Protocols lists the MCP versions whose Streamable HTTP the gateway speaks;
-// a request naming another in MCP-Protocol-Version gets 400.
-var protocols = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
+// supportedProtocol reports whether the gateway speaks MCP version v's
+// Streamable HTTP; a request naming another in MCP-Protocol-Version gets 400.
+func supportedProtocol(v string) bool {
+	switch v {
+	case "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25":
+		return true
+	}
+	return false
+}
 
 // keepAlive is how often an idle SSE stream gets a comment, so that
 // intermediaries do not time it out.
@@ -186,7 +191,7 @@ func (g *Gateway) session(q *request) *session {
 		q.deny(http.StatusForbidden, "session", "session belongs to another identity")
 		return nil
 	}
-	if v := q.r.Header.Get(HeaderProtocol); v != "" && !slices.Contains(protocols, v) {
+	if v := q.r.Header.Get(HeaderProtocol); v != "" && !supportedProtocol(v) {
 		q.deny(http.StatusBadRequest, "protocol", fmt.Sprintf("unsupported MCP-Protocol-Version %q", v))
 		return nil
 	}
