@@ -28,3 +28,9 @@ if [ ! -x testdata/npm/node_modules/.bin/mcp-server-filesystem ]; then
 	echo "deps: npm ci in testdata/npm" >&2
 	(cd testdata/npm && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# The gateway's tests: the official TypeScript SDK, the MCP Inspector, server-everything and the
+# MCP conformance suite, with the node 22 it needs (from npm's node package).
+if [ ! -x gateway/testdata/node/node_modules/.bin/conformance ] || [ ! -x gateway/testdata/node/node_modules/.bin/mcp-inspector ]; then
+	echo "deps: npm ci in gateway/testdata/node" >&2
+	(cd gateway/testdata/node && npm ci --no-audit --no-fund --loglevel=error)
+fi

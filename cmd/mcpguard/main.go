@@ -30,6 +30,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "run an MCP server behind the guard, speaking MCP on stdin/stdout", cmdRun},
+		{"gateway", "serve guarded servers over Streamable HTTP (docs/gateway.md)", cmdGateway},
 		{"call", "make one tool call through the guard and print the result", cmdCall},
 		{"eval", "run the case corpus and print the APR / V-APR / FPR table", cmdEval},
 		{"policy", "derive a starting policy from a server, or an override from an audit event", cmdPolicy},

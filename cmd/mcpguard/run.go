@@ -153,12 +153,16 @@ server was not started (its config cannot run here: a config with L3 fails
 closed), 1 for other errors, 2 for usage.`)
 	var g guardFlags
 	g.register(fs)
+	listen := fs.String("listen", "", "serve over Streamable HTTP on `address` (loopback) instead of stdio; see docs/gateway.md")
 	flags, argv := splitDashes(args)
 	if err := fs.Parse(flags); err != nil {
 		return err
 	}
 	if len(argv) == 0 && fs.NArg() > 0 {
 		argv = fs.Args() // tolerate a missing "--" when no flag follows
+	}
+	if *listen != "" {
+		return runListen(ctx, s, &g, argv, *listen)
 	}
 	p, closeAudit, err := g.proxy(s, argv)
 	if err != nil {

@@ -35,6 +35,9 @@ type Event struct {
 	Target     string `json:"target,omitempty"`
 	ArgsDigest string `json:"args_digest,omitempty"`
 	PID        int    `json:"pid,omitempty"`
+	// Identity is who made the request, when a transport knows it (the
+	// gateway's bearer-token name).
+	Identity string `json:"identity,omitempty"`
 }
 
 // Digest is the digest recorded for a call's arguments.
