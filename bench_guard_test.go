@@ -2,6 +2,7 @@ package mcpguard_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -104,6 +105,9 @@ type fsFixture struct {
 	ws, tmp, home string
 	argv          []string
 	req           mcp.CallToolRequest
+	// readFile is the same call as a JSON-RPC line, with "id":0 for the
+	// caller to number.
+	readFile string
 }
 
 func newFSFixture(tb testing.TB) *fsFixture {
@@ -112,7 +116,7 @@ func newFSFixture(tb testing.TB) *fsFixture {
 	if err := os.WriteFile(filepath.Join(fx.ws, "notes.txt"), []byte("a small file of notes\n"), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	bin := filepath.Join(os.TempDir(), "mcpguard-bench-bin")
+	bin := tb.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := servers.Build(ctx, bin, "filesystem"); err != nil {
@@ -125,6 +129,8 @@ func newFSFixture(tb testing.TB) *fsFixture {
 	fx.argv = append(argv, "--ws", fx.ws)
 	fx.req.Params.Name = "read_file"
 	fx.req.Params.Arguments = map[string]any{"path": filepath.Join(fx.ws, "notes.txt")}
+	path, _ := json.Marshal(filepath.Join(fx.ws, "notes.txt"))
+	fx.readFile = `{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"read_file","arguments":{"path":` + string(path) + `}}}`
 	return fx
 }
 
