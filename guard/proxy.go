@@ -98,6 +98,14 @@ type session struct {
 	lostOnce   sync.Once
 
 	serverKey []byte // the server loop's buffer for id keys
+
+	// The client's stream, and what reading it needs. One goroutine at a
+	// time reads it: the reader runs a request's Middleware chain itself and
+	// hands the reading to another goroutine once the request is with the
+	// server (see slow).
+	cr        *jsonrpc.Reader
+	csc       jsonrpc.Scanner
+	clientKey []byte
 }
 
 // inflight is one request the server has not answered yet. A request on
@@ -206,7 +214,9 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		s.readServer(stdout)
 		close(serverDone)
 	}()
-	go s.readClient(in)
+	s.cr = jsonrpc.NewReader(in)
+	s.cr.Max = s.maxMessage()
+	go s.worker(s.readClient)
 
 	var (
 		waitErr     error
@@ -257,12 +267,10 @@ func (s *session) logf(format string, args ...any) {
 	fmt.Fprintf(s.stderr, "mcpguard: "+format+"\n", args...)
 }
 
-// readClient relays messages from the client until EOF.
-func (s *session) readClient(in io.Reader) {
-	r := jsonrpc.NewReader(in)
-	r.Max = s.maxMessage()
-	var sc jsonrpc.Scanner
-	var key []byte
+// readClient relays messages from the client until EOF, or until it hands
+// the reading to another goroutine (see slow).
+func (s *session) readClient() {
+	r := s.cr
 	for {
 		line, err := r.Next()
 		if err != nil {
@@ -278,7 +286,7 @@ func (s *session) readClient(in io.Reader) {
 			close(s.clientDone)
 			return
 		}
-		env, err := sc.Scan(line)
+		env, err := s.csc.Scan(line)
 		if err != nil {
 			s.logf("client message: %v", err)
 			if env.Kind != jsonrpc.KindNotification {
@@ -288,12 +296,14 @@ func (s *session) readClient(in io.Reader) {
 		}
 		switch env.Kind {
 		case jsonrpc.KindRequest:
-			key, _ = jsonrpc.AppendIDKey(key[:0], env.ID.In(line))
+			s.clientKey, _ = jsonrpc.AppendIDKey(s.clientKey[:0], env.ID.In(line))
 			if !s.layered {
-				s.forwardRaw(string(key), env.ID.In(line), line)
+				s.forwardRaw(string(s.clientKey), env.ID.In(line), line)
 				continue
 			}
-			s.clientRequest(&env, line, string(key))
+			if s.clientRequest(&env, line, string(s.clientKey)) {
+				return // another goroutine reads on
+			}
 		case jsonrpc.KindNotification:
 			if env.MethodName == "notifications/cancelled" {
 				s.cancelled(line)
@@ -325,9 +335,10 @@ func (s *session) forwardRaw(key string, id, line []byte) {
 
 // clientRequest judges a request: the stages' request phases inline, and
 // then either forwards it (the fast path: its response phases run on the
-// server's read loop) or hands it to a goroutine (the slow path: a stage
-// that waits, or Middleware layers).
-func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) {
+// server's read loop) or runs the rest on the slow path (a stage that
+// waits, or Middleware layers). It reports whether the reading of the
+// client's stream went on on another goroutine meanwhile.
+func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) bool {
 	buf := bytes.Clone(line) // the Request aliases it until it is answered
 	req := &Request{Method: env.MethodName, ID: env.ID.In(buf), Params: env.Params.In(buf),
 		Server: s.p.Server, Config: s.p.Config}
@@ -335,7 +346,7 @@ func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) 
 		name := env.Name.In(buf)
 		if len(name) < 3 || name[0] != '"' {
 			s.replyError(req.ID, jsonrpc.CodeInvalidParams, "mcpguard: tools/call needs params.name, a string")
-			return
+			return false
 		}
 		req.Tool, req.Arguments = jsonrpc.Unquote(name), env.Arguments.In(buf)
 	}
@@ -343,30 +354,29 @@ func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) 
 	for i, st := range s.p.Stages {
 		if w, ok := st.(Waiter); ok {
 			if wait := s.waitFor(w, req); wait != nil {
-				s.slow(req, &orig, key, i, wait)
-				return
+				return s.slow(req, &orig, i, wait)
 			}
 		}
 		if resp := s.stageRequest(st, req); resp != nil {
 			s.answer(req, s.responsePhases(req, i, resp))
-			return
+			return false
 		}
 	}
 	if s.handler != nil {
-		s.slow(req, &orig, key, len(s.p.Stages), nil)
-		return
+		return s.slow(req, &orig, len(s.p.Stages), nil)
 	}
 	out := orig.line
 	if orig.rewritten(req) {
 		var err error
 		if out, err = encodeRequest(req); err != nil {
 			s.replyError(req.ID, jsonrpc.CodeInternalError, "mcpguard: "+err.Error())
-			return
+			return false
 		}
 	}
 	if s.addPending(key, &inflight{origID: req.ID, req: req}) {
 		s.sendServer(out)
 	}
+	return false
 }
 
 // waitFor asks a Waiter whether req must wait; a panic counts as no.
@@ -432,11 +442,16 @@ func (s *session) answer(req *Request, resp *Response) {
 	}
 }
 
-// slow runs the rest of req's judging on a goroutine: wait (a Waiter's
-// function), the stages from `from` on, the Middleware chain, and then the
-// response phases. The read loop goes on once the request is with the
-// server or answered, so that the client's order is kept.
-func (s *session) slow(req *Request, orig *original, key string, from int, wait func(context.Context, Handler)) {
+// slow runs the rest of req's judging on the reading goroutine: wait (a
+// Waiter's function), the stages from `from` on, the Middleware chain,
+// and then the response phases. Once the chain sends its first request to
+// the server, the reading of the client's stream goes on on another
+// goroutine (a pooled worker), and this one waits for the answer: one
+// hand-off per request, not one to a worker and one back. A request the
+// chain answers without the server (a denial) is answered before the next
+// message is read, so the client's order is kept. It reports whether the
+// reading went on elsewhere.
+func (s *session) slow(req *Request, orig *original, from int, wait func(context.Context, Handler)) bool {
 	// Counted under mu while the server is alive: serverGone marks it dead
 	// under mu before Serve waits, so every Add comes before that Wait and
 	// Serve returns only once this request is answered.
@@ -445,44 +460,42 @@ func (s *session) slow(req *Request, orig *original, key string, from int, wait 
 		reason := s.exitReason()
 		s.mu.Unlock()
 		s.replyError(req.ID, jsonrpc.CodeServerExited, reason)
-		return
+		return false
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	orig.key = key
-	orig.dispatched = make(chan struct{})
+	defer s.wg.Done()
+	orig.handOff = func() { s.spawn(s.readClient) }
 	ctx := context.WithValue(s.ctx, originalKey{}, orig)
-	s.spawn(func() {
-		defer s.wg.Done()
-		defer orig.done()
-		ran := len(s.p.Stages)
-		resp := func() (resp *Response) {
-			defer func() {
-				if r := recover(); r != nil {
-					resp = panicked(s, req, r)
-				}
-			}()
-			if wait != nil {
-				wait(ctx, s.forward)
+	ran := len(s.p.Stages)
+	resp := func() (resp *Response) {
+		defer func() {
+			if r := recover(); r != nil {
+				resp = panicked(s, req, r)
 			}
-			for i := from; i < len(s.p.Stages); i++ {
-				if r := s.stageRequest(s.p.Stages[i], req); r != nil {
-					ran = i
-					return r
-				}
-			}
-			if s.handler != nil {
-				return s.handler(ctx, req)
-			}
-			return s.forward(ctx, req)
 		}()
-		if resp != nil {
-			resp = s.responsePhases(req, ran, resp)
+		if wait != nil {
+			wait(ctx, s.forward)
 		}
-		orig.done() // before the answer, so a layer's denial keeps order too
-		s.answer(req, resp)
-	})
-	<-orig.dispatched
+		for i := from; i < len(s.p.Stages); i++ {
+			if r := s.stageRequest(s.p.Stages[i], req); r != nil {
+				ran = i
+				return r
+			}
+		}
+		if s.handler != nil {
+			return s.handler(ctx, req)
+		}
+		return s.forward(ctx, req)
+	}()
+	if resp != nil {
+		resp = s.responsePhases(req, ran, resp)
+	}
+	// Whoever comes first decides who reads on: a forward still to come
+	// (a layer's goroutine) no longer hands off once this one stays.
+	handedOff := !orig.stay()
+	s.answer(req, resp)
+	return handedOff
 }
 
 // spawn runs job on an idle worker, or on a new one when none is idle.
@@ -538,8 +551,8 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 		return nil // already answered with an error
 	}
 	s.sendServer(line)
-	if o != nil && client {
-		o.done()
+	if o != nil {
+		o.dispatched() // reading goes on elsewhere
 	}
 	select {
 	case resp := <-w.ch:
@@ -556,18 +569,31 @@ type original struct {
 	line         []byte
 	tool         string
 	params, args json.RawMessage
-	key          string
-	// dispatched is closed once the request went to the server or was
-	// answered by a layer, so that the read loop keeps the client's order.
-	dispatched chan struct{}
-	once       sync.Once
-	id         json.RawMessage // the client's id
+	id           json.RawMessage // the client's id
+
+	// handOff starts another reader of the client's stream; once decides
+	// whether it runs (a forward was first) or the reading goroutine keeps
+	// reading (the chain returned first).
+	handOff func()
+	once    sync.Once
 }
 
-func (o *original) done() {
-	if o.dispatched != nil {
-		o.once.Do(func() { close(o.dispatched) })
-	}
+// dispatched is called once a request is with the server: the client's
+// stream is read on by another goroutine, unless the chain already ended.
+func (o *original) dispatched() {
+	o.once.Do(func() {
+		if o.handOff != nil {
+			o.handOff()
+		}
+	})
+}
+
+// stay reports whether the reading goroutine keeps reading: true when no
+// forward handed the reading off before.
+func (o *original) stay() bool {
+	stayed := false
+	o.once.Do(func() { stayed = true })
+	return stayed
 }
 
 type originalKey struct{}
