@@ -106,6 +106,7 @@ type session struct {
 	cr        *jsonrpc.Reader
 	csc       jsonrpc.Scanner
 	clientKey []byte
+	sr        *jsonrpc.Reader // the server's stream, read by readServer
 }
 
 // inflight is one request the server has not answered yet. A request on
@@ -272,6 +273,9 @@ func (s *session) logf(format string, args ...any) {
 func (s *session) readClient() {
 	r := s.cr
 	for {
+		if !r.More() {
+			s.flushServer() // before blocking: what was queued goes now
+		}
 		line, err := r.Next()
 		if err != nil {
 			if errors.Is(err, jsonrpc.ErrTooLarge) {
@@ -308,10 +312,10 @@ func (s *session) readClient() {
 			if env.MethodName == "notifications/cancelled" {
 				s.cancelled(line)
 			}
-			s.sendServer(line)
+			s.relayServer(line)
 		case jsonrpc.KindResponse:
 			// The client answering a server-to-client request (sampling, roots, ...).
-			s.sendServer(line)
+			s.relayServer(line)
 		}
 	}
 }
@@ -329,7 +333,37 @@ func (s *session) maxMessage() int {
 // forwardRaw sends a request no layer judges, remembering its id.
 func (s *session) forwardRaw(key string, id, line []byte) {
 	if s.addPending(key, &inflight{origID: bytes.Clone(id)}) {
+		s.relayServer(line)
+	}
+}
+
+// relayServer sends a message from the client's read loop: queued while
+// more of the client's messages are buffered, so that a burst leaves in
+// one write, at once otherwise.
+func (s *session) relayServer(line []byte) {
+	if !s.cr.More() {
 		s.sendServer(line)
+		return
+	}
+	if err := s.toServer.Queue(line); err != nil {
+		s.logf("write server: %v", err)
+	}
+}
+
+func (s *session) flushServer() {
+	if err := s.toServer.Flush(); err != nil {
+		s.logf("write server: %v", err)
+	}
+}
+
+// relayClient is relayServer's counterpart on the server's read loop.
+func (s *session) relayClient(line []byte) {
+	if !s.sr.More() {
+		s.sendClient(line)
+		return
+	}
+	if err := s.toClient.Queue(line); err != nil {
+		s.writeFailed(err)
 	}
 }
 
@@ -374,7 +408,7 @@ func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) 
 		}
 	}
 	if s.addPending(key, &inflight{origID: req.ID, req: req}) {
-		s.sendServer(out)
+		s.relayServer(out)
 	}
 	return false
 }
@@ -757,8 +791,14 @@ func (s *session) fail(w *inflight, code int, msg string) {
 func (s *session) readServer(stdout io.Reader) {
 	r := jsonrpc.NewReader(stdout)
 	r.Max = s.maxMessage()
+	s.sr = r
 	var sc jsonrpc.Scanner
 	for {
+		if !r.More() {
+			if err := s.toClient.Flush(); err != nil {
+				s.writeFailed(err)
+			}
+		}
 		line, err := r.Next()
 		if err != nil {
 			if errors.Is(err, jsonrpc.ErrTooLarge) {
@@ -801,7 +841,7 @@ func (s *session) serverMessage(env *jsonrpc.Envelope, line []byte) {
 		s.notices.Add(env.MethodName)
 	}
 	if len(s.p.ServerHooks) == 0 {
-		s.sendClient(line)
+		s.relayClient(line)
 		return
 	}
 	orig := &ServerMessage{Kind: env.Kind, Method: env.MethodName, ID: env.ID.In(line), Params: env.Params.In(line)}
@@ -822,7 +862,7 @@ func (s *session) serverMessage(env *jsonrpc.Envelope, line []byte) {
 			}
 		}
 	case m == orig && bytes.Equal(m.Params, params):
-		s.sendClient(line)
+		s.relayClient(line)
 	default:
 		out := jsonrpc.Message{JSONRPC: jsonrpc.Version, Method: m.Method, Params: m.Params}
 		if env.Kind == jsonrpc.KindRequest {
@@ -862,7 +902,7 @@ func (s *session) serverResponse(env *jsonrpc.Envelope, line []byte) {
 		return
 	}
 	if w.ch == nil && w.req == nil {
-		s.sendClient(withID(line, env.ID, w.origID))
+		s.relayClient(withID(line, env.ID, w.origID))
 		return
 	}
 	if w.ch != nil {
@@ -882,7 +922,12 @@ func (s *session) serverResponse(env *jsonrpc.Envelope, line []byte) {
 		w.ch <- resp
 		return
 	}
-	s.answer(w.req, s.responsePhases(w.req, len(s.p.Stages), resp))
+	out := s.responsePhases(w.req, len(s.p.Stages), resp)
+	if out == resp && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult) {
+		s.relayClient(resp.raw)
+		return
+	}
+	s.answer(w.req, out)
 }
 
 // withID returns line with the id at span replaced by the client's id,

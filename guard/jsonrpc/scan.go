@@ -773,6 +773,9 @@ func AppendIDKey(dst, id []byte) ([]byte, bool) {
 // exponentOK reports whether a number's exponent, if any, has at most 9
 // significant digits (see AppendIDKey).
 func exponentOK(num []byte) bool {
+	if num[0] != '-' && (num[0] < '0' || num[0] > '9') {
+		return true // not a number
+	}
 	i := bytes.IndexAny(num, "eE")
 	if i < 0 {
 		return true

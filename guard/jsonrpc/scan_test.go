@@ -29,6 +29,7 @@ var scanCases = []struct {
 	{"escaped method key", `{"jsonrpc":"2.0","id":1,"\u006dethod":"tools/call","params":{"name":"x"}}`, nil, "tools/call", "x", "1"},
 	{"escaped method value", `{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"n\u0061me":"x"}}`, nil, "tools/call", "x", "1"},
 	{"escaped version", `{"jsonrpc":"2\u002e0","id":1,"method":"ping"}`, nil, "ping", "", "1"},
+	{"string id with a long e-number in it", `{"jsonrpc":"2.0","id":"x-e12345678901234","method":"ping"}`, nil, "ping", "", `"x-e12345678901234"`},
 	{"null id is a request", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"x"}}`, nil, "tools/call", "x", "null"},
 	{"whitespace everywhere", " \t{ \"jsonrpc\" : \"2.0\" ,\r\n\"id\" : \"a\" , \"method\" : \"ping\" } \t", nil, "ping", "", `"a"`},
 	{"surrogate pair", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"t":"\ud83d\ude00"}}`, nil, "ping", "", "1"},
