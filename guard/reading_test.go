@@ -1,6 +1,7 @@
 package guard_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -225,13 +226,9 @@ func TestServerHooks(t *testing.T) {
 	}
 }
 
-// A standalone proxy whose client stops reading while the server writes a
-// large response (the client died mid-write) must not die of SIGPIPE with
-// the server still running: it stops the server's whole group and exits.
-func TestClientGoneMidWrite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("moves 64 MB")
-	}
+// startStandalone runs the test binary as a standalone proxy in front of
+// the echo server and returns it with its stdin, stdout and stderr.
+func startStandalone(t *testing.T) (*exec.Cmd, io.WriteCloser, io.ReadCloser, *syncBuffer) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(exe)
@@ -244,24 +241,65 @@ func TestClientGoneMidWrite(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, stdin, stdout, stderr
+}
 
-	_, err = io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"spawn-then-flood"}`+"\n")
+// pids finds the server's and its child's pids in the proxy's stderr.
+func pids(stderr *syncBuffer) (server, child int) {
+	s := stderr.String()
+	if m := regexp.MustCompile(`server pid (\d+)`).FindStringSubmatch(s); m != nil {
+		server, _ = strconv.Atoi(m[1])
+	}
+	if m := regexp.MustCompile(`child pid (\d+)`).FindStringSubmatch(s); m != nil {
+		child, _ = strconv.Atoi(m[1])
+	}
+	return
+}
+
+// A standalone proxy stopped by SIGTERM or SIGINT (its client's supervisor
+// shutting down) stops the server's whole group before it exits.
+func TestProxySignalledStopsGroup(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd, stdin, stdout, stderr := startStandalone(t)
+			defer stdin.Close()
+			_, err := io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"spawn"}`+"\n")
+			require.NoError(t, err)
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			require.NoError(t, err, "stderr: %s", stderr.String())
+			require.Contains(t, line, `"pid"`)
+			require.Eventually(t, func() bool { s, c := pids(stderr); return s > 0 && c > 0 }, 10*time.Second, 10*time.Millisecond)
+			server, child := pids(stderr)
+			require.NoError(t, cmd.Process.Signal(sig))
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				require.NoError(t, err, "a signalled proxy stops the server and exits 0; stderr: %s", stderr.String())
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the proxy did not exit after %v", sig)
+			}
+			assertGone(t, server)
+			assertGone(t, child)
+		})
+	}
+}
+
+// A standalone proxy whose client stops reading while the server writes a
+// large response (the client died mid-write) must not die of SIGPIPE with
+// the server still running: it stops the server's whole group and exits.
+func TestClientGoneMidWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 64 MB")
+	}
+	cmd, stdin, stdout, stderr := startStandalone(t)
+	_, err := io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"spawn-then-flood"}`+"\n")
 	require.NoError(t, err)
 	buf := make([]byte, 64<<10)
 	_, err = io.ReadFull(stdout, buf)
 	require.NoError(t, err, "the response starts; stderr: %s", stderr.String())
-	pids := func() (server, child int) {
-		s := stderr.String()
-		if m := regexp.MustCompile(`server pid (\d+)`).FindStringSubmatch(s); m != nil {
-			server, _ = strconv.Atoi(m[1])
-		}
-		if m := regexp.MustCompile(`child pid (\d+)`).FindStringSubmatch(s); m != nil {
-			child, _ = strconv.Atoi(m[1])
-		}
-		return
-	}
-	require.Eventually(t, func() bool { s, c := pids(); return s > 0 && c > 0 }, 10*time.Second, 10*time.Millisecond)
-	server, child := pids()
+	require.Eventually(t, func() bool { s, c := pids(stderr); return s > 0 && c > 0 }, 10*time.Second, 10*time.Millisecond)
+	server, child := pids(stderr)
 	// The client goes away mid-write; its stdin to the proxy stays open,
 	// so only the failed write can tell the proxy.
 	require.NoError(t, stdout.Close())

@@ -196,6 +196,13 @@ func rawServer(mode string) int {
 			continue // never answered
 		case m.Method == "boom":
 			os.Exit(7)
+		case m.Method == "spawn":
+			c := exec.Command("sleep", "300")
+			if err := c.Start(); err != nil {
+				return 1
+			}
+			fmt.Fprintf(os.Stderr, "child pid %d\n", c.Process.Pid)
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"pid":%d}}`+"\n", m.ID, c.Process.Pid)
 		case m.Method == "spawn-then-flood":
 			// A child in the server's group, then a response far larger
 			// than any pipe buffer.
