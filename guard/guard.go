@@ -114,8 +114,9 @@ type Stage interface {
 // on a goroutine of its own, with send forwarding a request of the stage's
 // own to the server (its id must be one no client uses) and returning the
 // server's answer, or nil when ctx ends first. Once that function returned,
-// req goes on through the stage's Request and the rest of the chain, and
-// the client's later messages are read only then, so its order is kept.
+// req goes on through the stage's Request and the rest of the chain. The
+// client's later messages are read once the first request (the stage's own
+// or the client's) is with the server, or once req was answered without it.
 type Waiter interface {
 	Wait(ctx context.Context, req *Request) func(ctx context.Context, send Handler)
 }

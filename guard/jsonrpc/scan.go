@@ -328,6 +328,12 @@ func (s *Scanner) number() error {
 func (s *Scanner) str() (esc bool, err error) {
 	b, i := s.b, s.pos+1
 	for i < len(b) {
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		if c < utf8.RuneSelf {
 			switch {
@@ -358,6 +364,15 @@ func (s *Scanner) str() (esc bool, err error) {
 	s.pos = i
 	return esc, s.syntax("unterminated string")
 }
+
+// plain marks the bytes a string holds as they are: printable ASCII other
+// than the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // escape checks the escape at b[i] (a backslash) and returns its length.
 func (s *Scanner) escape(i int) (int, error) {

@@ -233,3 +233,41 @@ func decodeNumbers(b []byte, v any) error {
 	d.UseNumber()
 	return d.Decode(v)
 }
+
+// BenchmarkScan reads a tools/call request and its response with the
+// scanner, and (encoding-json) with encoding/json decoding the envelope
+// and the call's params, as the proxy did before.
+func BenchmarkScan(b *testing.B) {
+	req := []byte(`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/tmp/ws/notes.txt"}}}`)
+	resp := []byte(`{"jsonrpc":"2.0","id":17,"result":{"content":[{"type":"text","text":"a small file of notes\n"}],"structuredContent":{"content":"a small file of notes\n"}}}`)
+	b.Run("scanner", func(b *testing.B) {
+		var sc jsonrpc.Scanner
+		for b.Loop() {
+			if _, err := sc.Scan(req); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sc.Scan(resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			var m jsonrpc.Message
+			if err := json.Unmarshal(req, &m); err != nil {
+				b.Fatal(err)
+			}
+			var p struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			}
+			if err := json.Unmarshal(m.Params, &p); err != nil {
+				b.Fatal(err)
+			}
+			var r jsonrpc.Message
+			if err := json.Unmarshal(resp, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
