@@ -4,7 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,7 +35,10 @@ for line in sys.stdin:
         out = {"ok": True, "object": True, "method": m.get("method"), "hasId": "id" in m, "id": m.get("id")}
         if isinstance(p, dict):
             out["name"], out["arguments"] = p.get("name"), p.get("arguments")
-        print(json.dumps(out, allow_nan=False))
+        try:
+            print(json.dumps(out, allow_nan=False))
+        except ValueError:  # 1e400 is inf to Python: not comparable as JSON
+            print(json.dumps({"ok": True, "object": True, "method": out["method"], "hasId": out["hasId"], "unrepresentable": True}))
     except Exception as e:
         print(json.dumps({"ok": False, "why": str(e)[:80]}))
     sys.stdout.flush()
@@ -59,6 +69,8 @@ type parserVerdict struct {
 	ID        any    `json:"id"`
 	Name      any    `json:"name"`
 	Arguments any    `json:"arguments"`
+	// Unrepresentable: a number the parser read as infinity.
+	Unrepresentable bool `json:"unrepresentable"`
 }
 
 // runParser feeds lines to a parser program and returns its verdicts.
@@ -120,7 +132,25 @@ func TestServerParsersAgree(t *testing.T) {
 		[]byte(`{"jsonrpc":"2.0","id":1,"method":"x","params":{"__proto__":{"name":"y"},"name":"x"}}`),
 		[]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"__proto__":1,"__PROTO__":2}}}`),
 	)
+	corpus := fuzzCorpus(t)
 	var sc jsonrpc.Scanner
+	var good [][]byte
+	for _, line := range lines {
+		if _, err := sc.Scan(line); err == nil {
+			good = append(good, line)
+		}
+	}
+	mutants := mutate(good, 600)
+	t.Logf("%d tricky messages, %d from FuzzScan's corpus, %d mutants", len(lines), len(corpus), len(mutants))
+	lines = append(append(lines, corpus...), mutants...)
+	accepted := 0
+	for _, line := range lines {
+		if _, err := sc.Scan(line); err == nil {
+			accepted++
+		}
+	}
+	require.Positive(t, accepted, "some messages are accepted, so the parsers' reading is compared")
+	t.Logf("%d of %d accepted by the scanner", accepted, len(lines))
 	for _, p := range []struct {
 		name string
 		argv []string
@@ -140,6 +170,9 @@ func TestServerParsersAgree(t *testing.T) {
 				require.True(t, v.Object, "%q", line)
 				assert.Equal(t, env.MethodName, v.Method, "method of %q", line)
 				assert.Equal(t, env.ID.Present(), v.HasID, "id present in %q", line)
+				if v.Unrepresentable {
+					continue
+				}
 				assertSame(t, v.ID, env.ID.In(line), "id of %q", line)
 				assertSame(t, v.Name, env.Name.In(line), "params.name of %q", line)
 				assertSame(t, v.Arguments, env.Arguments.In(line), "arguments of %q", line)
@@ -153,8 +186,99 @@ func TestServerParsersAgree(t *testing.T) {
 func assertSame(t *testing.T, got any, raw []byte, format string, args ...any) {
 	t.Helper()
 	var want any
-	if raw != nil {
-		require.NoError(t, json.Unmarshal(raw, &want))
+	if raw != nil && json.Unmarshal(raw, &want) != nil {
+		return // a number beyond float64: JavaScript reads Infinity, Go refuses
 	}
 	assert.Equal(t, want, got, append([]any{format}, args...)...)
+}
+
+// fuzzCorpus returns FuzzScan's inputs: the committed seeds and, when this
+// machine fuzzed it, the generated corpus in the build cache.
+func fuzzCorpus(t *testing.T) [][]byte {
+	dirs := []string{filepath.Join("testdata", "fuzz", "FuzzScan")}
+	if out, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil {
+		dirs = append(dirs, filepath.Join(strings.TrimSpace(string(out)), "fuzz", "github.com", "mcpguard", "mcpguard", "guard", "jsonrpc", "FuzzScan"))
+	}
+	var lines [][]byte
+	for _, dir := range dirs {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				continue
+			}
+			// "go test fuzz v1\n[]byte(\"...\")\n": one Go-quoted value.
+			_, lit, ok := strings.Cut(string(b), "[]byte(")
+			if !ok {
+				continue
+			}
+			v, err := strconv.Unquote(strings.TrimSuffix(strings.TrimSpace(lit), ")"))
+			if err != nil || strings.ContainsAny(v, "\n\r") {
+				continue // one message per line: the Reader splits at newlines
+			}
+			lines = append(lines, []byte(v))
+		}
+	}
+	return lines
+}
+
+var (
+	stringToken  = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	simpleMember = regexp.MustCompile(`"[a-zA-Z_]+":(?:"[^"\\]*"|-?[0-9.eE+-]+|null|true|false)`)
+)
+
+// mutate derives n messages from the given ones by the changes that make
+// parsers disagree: a character of a key or value as a \u escape, a key's
+// letter in upper case, a member repeated with another value, whitespace,
+// an id or number spelt otherwise. The seed is fixed: the same messages
+// every run.
+func mutate(base [][]byte, n int) [][]byte {
+	rng := rand.New(rand.NewPCG(19, 20))
+	var out [][]byte
+	for len(out) < n {
+		m := []byte(string(base[rng.IntN(len(base))]))
+		for range 1 + rng.IntN(3) {
+			switch rng.IntN(5) {
+			case 0, 1: // escape or upper-case one character of a string
+				toks := stringToken.FindAllIndex(m, -1)
+				if len(toks) == 0 {
+					continue
+				}
+				tk := toks[rng.IntN(len(toks))]
+				if tk[1]-tk[0] < 3 {
+					continue
+				}
+				i := tk[0] + 1 + rng.IntN(tk[1]-tk[0]-2)
+				c := m[i]
+				if c == '\\' || c >= 0x80 || (i > 0 && m[i-1] == '\\') {
+					continue
+				}
+				var rep []byte
+				if rng.IntN(2) == 0 {
+					rep = fmt.Appendf(nil, `\u%04x`, c)
+				} else {
+					rep = []byte(strings.ToUpper(string(c)))
+				}
+				m = append(m[:i], append(rep, m[i+1:]...)...)
+			case 2: // repeat a member with another value
+				mems := simpleMember.FindAllIndex(m, -1)
+				if len(mems) == 0 {
+					continue
+				}
+				mb := mems[rng.IntN(len(mems))]
+				key, _, _ := strings.Cut(string(m[mb[0]:mb[1]]), ":")
+				dup := []byte("," + key + `:"decoy"`)
+				m = append(m[:mb[1]], append(dup, m[mb[1]:]...)...)
+			case 3: // whitespace after a separator
+				if i := bytes.IndexAny(m[1:], ",:"); i >= 0 {
+					i++
+					m = append(m[:i+1], append([]byte(" \t"), m[i+1:]...)...)
+				}
+			case 4: // a number spelt otherwise
+				m = bytes.Replace(m, []byte(`"id":1,`), []byte(`"id":1.0e0,`), 1)
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }
