@@ -97,7 +97,7 @@ type Scanner struct {
 
 // keyRef is a key of an open object: b[off:end], or arena[off:end].
 type keyRef struct {
-	off, end int32
+	off, end int
 	arena    bool
 }
 
@@ -494,11 +494,11 @@ func (s *Scanner) object(r role) error {
 		if err != nil {
 			return err
 		}
-		ref := keyRef{off: int32(kstart + 1), end: int32(s.pos - 1)}
+		ref := keyRef{off: kstart + 1, end: s.pos - 1}
 		if esc {
 			off := len(s.arena)
 			s.arena = unescape(s.arena, s.b[kstart+1:s.pos-1])
-			ref = keyRef{off: int32(off), end: int32(len(s.arena)), arena: true}
+			ref = keyRef{off: off, end: len(s.arena), arena: true}
 		}
 		key := s.key(ref)
 		m := mNone
