@@ -322,3 +322,23 @@ func TestClientGoneMidWrite(t *testing.T) {
 	assert.Contains(t, stderr.String(), "write client", "the proxy saw the failed write")
 	stdin.Close()
 }
+
+// Requests on the fast path of a Stage are answered when the server dies,
+// each once, with -32011, and get no response phase.
+func TestStageRequestsAnsweredWhenServerDies(t *testing.T) {
+	argv, env := serverCmd(t, "echo")
+	c := startProxy(t, &guard.Proxy{Command: argv, Env: env, Stages: []guard.Stage{recorder{}}, Grace: 200 * time.Millisecond})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"hang"}`)
+	c.send(`{"jsonrpc":"2.0","id":"two","method":"hang"}`)
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"boom"}`)
+	seen := map[any]int{}
+	for range 3 {
+		m := c.recv()
+		seen[m["id"]]++
+		assert.Equal(t, float64(jsonrpc.CodeServerExited), m["error"].(map[string]any)["code"], "%v", m)
+	}
+	assert.Equal(t, map[any]int{1.0: 1, "two": 1, 3.0: 1}, seen)
+	err := <-c.served
+	require.ErrorIs(t, err, guard.ErrServerExited)
+	c.served <- err // for Cleanup
+}
