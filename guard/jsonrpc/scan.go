@@ -32,8 +32,8 @@ var (
 	ErrLoneSurrogate = errors.New("lone UTF-16 surrogate escape")
 	// ErrTooDeep: nesting deeper than MaxDepth.
 	ErrTooDeep = errors.New("nested too deep")
-	// ErrBadMethod: method is not a string.
-	ErrBadMethod = errors.New("method must be a string")
+	// ErrBadMethod: method is not a string, or is empty.
+	ErrBadMethod = errors.New("method must be a non-empty string")
 	// ErrBadError: error is not an object.
 	ErrBadError = errors.New("error must be an object")
 )
@@ -198,7 +198,7 @@ func (s *Scanner) check(env Envelope) (Envelope, error) {
 	}
 	if env.Method.Present() {
 		m := s.b[env.Method.Off:env.Method.End]
-		if m[0] != '"' {
+		if m[0] != '"' || len(m) == 2 {
 			return env, ErrBadMethod
 		}
 		env.MethodName = methodName(m)

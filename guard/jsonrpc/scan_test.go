@@ -55,6 +55,7 @@ var scanCases = []struct {
 	{"UTF-8 encoded surrogate", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":\"\xed\xa0\x80\"}", jsonrpc.ErrInvalidUTF8, "", "", "1"},
 	{"invalid UTF-8 in the id", "{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"x\"}", jsonrpc.ErrInvalidUTF8, "", "", ""},
 	{"too deep", `{"jsonrpc":"2.0","id":1,"method":"x","params":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`, jsonrpc.ErrTooDeep, "", "", ""},
+	{"empty method", `{"jsonrpc":"2.0","id":1,"method":""}`, jsonrpc.ErrBadMethod, "", "", "1"},
 	{"method not a string", `{"jsonrpc":"2.0","id":1,"method":1}`, jsonrpc.ErrBadMethod, "", "", "1"},
 	{"id an object", `{"jsonrpc":"2.0","id":{},"method":"x"}`, jsonrpc.ErrBadID, "", "", ""},
 	{"absurd exponent id", `{"jsonrpc":"2.0","id":1e9999999999,"method":"x"}`, jsonrpc.ErrBadID, "", "", ""},
