@@ -2,11 +2,13 @@ package mcpguard_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,84 +21,170 @@ import (
 	"github.com/mcpguard/mcpguard/servers"
 )
 
-// BenchmarkGuard is the latency table: one benign read_file of a small file
-// through the Go filesystem server, kept warm, called through every config
-// that can run here. Each iteration of a sub-benchmark makes the same call
-// three ways, one after the other: directly to a server of its own, through
-// a C0 proxy, and through the config under test, so that machine drift and
-// background load fall on all three alike (paired measurement). A
-// sub-benchmark reports the config's latency distribution (p50-ns, p95-ns,
-// p99-ns), what it adds to the median of the direct call (overhead-p50-ns)
-// and of the C0 call (over-c0-p50-ns) measured in the same loop, and the
-// allocations of one call (allocs/call, B/call, client and proxy sides);
-// ns/op covers the three calls. Configs that cannot run here (L3
-// on a kernel that refuses BPF LSM) are skipped with the reason. The last
-// row, noop-layer, is a reference, not a config: a chain of one layer that
-// only calls next, i.e. what running a chain at all costs (each message
-// decoded whole, the request run on a worker), apart from any layer's work.
-func BenchmarkGuard(b *testing.B) {
-	fx := newFSFixture(b)
+// BenchmarkGuard is the in-process latency table: one benign read_file of
+// a small file through the Go filesystem server, kept warm, called through
+// every config that can run here, with guard.Proxy in this process and an
+// mcp-go client. Every session is open at once and each iteration (a
+// round) makes the call once through each, in rotating order, so that
+// every row sees the same history before each measured call (on VMs a
+// session's latency depends on how long its processes slept) and machine
+// drift falls on all alike; ns/op covers the round. Each row's
+// sub-benchmark runs its own rounds and reports that row's latency
+// (p50-ns, p95-ns, p99-ns), the medians of per-round differences against
+// the direct call (overhead-p50-ns) and the C0 proxy (over-c0-p50-ns), and
+// the allocations of one call (allocs/call, B/call, client and proxy sides
+// together, measured after the loop). Configs that cannot run here (L3 on a kernel that refuses BPF
+// LSM) are left out with the reason. Two rows are references, not
+// configs: noop-stage, a Stage that changes nothing (the fast path's cost),
+// and noop-layer, a Middleware that only calls next (the slow path's).
+// The standalone benchmark (BenchmarkStandalone) measures what users of
+// `mcpguard run` get; this one isolates the proxy from process start-up
+// and pipes between processes.
+func BenchmarkGuard(b *testing.B) { runGuard(b) }
+
+// TestGuardRows runs every row of BenchmarkGuard a few times and checks
+// that each answered the call with the file.
+func TestGuardRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server per config")
+	}
+	runGuard(t)
+}
+
+type guardRow struct {
+	name string
+	c    *client.Client
+	lat  []float64
+}
+
+func runGuard(tb testing.TB) {
+	fx := newFSFixture(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	direct, err := client.NewStdioMCPClient(fx.argv[0], nil, fx.argv[1:]...)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer direct.Close()
 	if _, err := direct.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
 		ProtocolVersion: guard.ProtocolVersion,
 		ClientInfo:      mcp.Implementation{Name: "bench", Version: "1"},
 	}}); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	c0, err := guard.Open(ctx, &guard.Proxy{Command: fx.argv, Server: "filesystem", Config: configs.C0})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c0.Close()
-
-	// paired measures p in the three-way loop and reports what it adds.
-	paired := func(b *testing.B, p *guard.Proxy) {
+	rows := []*guardRow{{name: "direct", c: direct}}
+	open := func(name string, p *guard.Proxy) {
 		s, err := guard.Open(ctx, p)
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatalf("%s: %v", name, err)
 		}
-		defer s.Close()
-		lat := benchCalls(b, fx.req, direct, c0.Client, s.Client)
-		reportLatency(b, lat[2])
-		b.ReportMetric(median(lat[2])-median(lat[0]), "overhead-p50-ns")
-		b.ReportMetric(median(lat[2])-median(lat[1]), "over-c0-p50-ns")
+		tb.Cleanup(func() { s.Close() })
+		rows = append(rows, &guardRow{name: name, c: s.Client})
 	}
-	b.Run("direct", func(b *testing.B) {
-		lat := benchCalls(b, fx.req, direct)
-		reportLatency(b, lat[0])
-	})
 	for _, name := range configs.Names() {
-		b.Run(name, func(b *testing.B) {
-			if name == configs.C0 {
-				lat := benchCalls(b, fx.req, direct, c0.Client)
-				reportLatency(b, lat[1])
-				b.ReportMetric(median(lat[1])-median(lat[0]), "overhead-p50-ns")
-				return
-			}
-			setup, err := configs.Build(name, fx.options())
-			if errors.Is(err, configs.ErrUnavailable) {
-				b.Skipf("config %s cannot run here: %v", name, err)
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			paired(b, &guard.Proxy{
-				Command: fx.argv, Server: "filesystem", Config: name,
-				Layers: setup.Layers, Prepare: setup.Prepare, Sandbox: setup.Sandbox,
-			})
+		setup, err := configs.Build(name, fx.options())
+		if errors.Is(err, configs.ErrUnavailable) {
+			tb.Logf("config %s cannot run here: %v", name, err)
+			continue
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		open(name, &guard.Proxy{
+			Command: fx.argv, Server: "filesystem", Config: name,
+			Layers: setup.Layers, Prepare: setup.Prepare, Sandbox: setup.Sandbox,
 		})
 	}
-	b.Run("noop-layer", func(b *testing.B) {
-		noop := func(next guard.Handler) guard.Handler { return next }
-		paired(b, &guard.Proxy{Command: fx.argv, Server: "filesystem", Config: "noop-layer",
-			Layers: []guard.Middleware{noop}})
-	})
+	open("noop-stage", &guard.Proxy{Command: fx.argv, Server: "filesystem", Config: "noop-stage",
+		Stages: []guard.Stage{noopStage{}}})
+	noop := func(next guard.Handler) guard.Handler { return next }
+	open("noop-layer", &guard.Proxy{Command: fx.argv, Server: "filesystem", Config: "noop-layer",
+		Layers: []guard.Middleware{noop}})
+
+	call := func(r *guardRow) float64 {
+		t0 := time.Now()
+		res, err := r.c.CallTool(ctx, fx.req)
+		d := time.Since(t0)
+		if err != nil {
+			tb.Fatalf("%s: %v", r.name, err)
+		}
+		if res.IsError || len(res.Content) == 0 {
+			tb.Fatalf("%s: read_file failed: %v", r.name, res.Content)
+		}
+		if tc, ok := res.Content[0].(mcp.TextContent); !ok || !strings.Contains(tc.Text, "a small file of notes") {
+			tb.Fatalf("%s: read_file returned %v", r.name, res.Content)
+		}
+		return float64(d.Nanoseconds())
+	}
+	for range 50 {
+		for _, r := range rows {
+			call(r)
+		}
+	}
+	// rounds calls every row once per round, in rotating order, and
+	// returns each row's latencies.
+	rounds := func(loop func() bool) [][]float64 {
+		lat := make([][]float64, len(rows))
+		for n := 0; loop(); n++ {
+			for k := range rows {
+				i := (n + k) % len(rows)
+				lat[i] = append(lat[i], call(rows[i]))
+			}
+		}
+		return lat
+	}
+	b, isB := tb.(*testing.B)
+	if !isB {
+		left := 5
+		rounds(func() bool { left--; return left >= 0 })
+		return
+	}
+	c0 := slices.IndexFunc(rows, func(r *guardRow) bool { return r.name == configs.C0 })
+	// One sub-benchmark per row, each running the rounds of every row (so
+	// ns/op covers one call through each) and reporting its own row.
+	for i, r := range rows {
+		b.Run(r.name, func(b *testing.B) {
+			lat := rounds(b.Loop)
+			b.StopTimer()
+			own := sorted(slices.Clone(lat[i]))
+			q := func(p float64) float64 { return own[int(p*float64(len(own)-1))] }
+			b.ReportMetric(q(0.50), "p50-ns")
+			b.ReportMetric(q(0.95), "p95-ns")
+			b.ReportMetric(q(0.99), "p99-ns")
+			over := func(base int) float64 {
+				d := make([]float64, len(lat[i]))
+				for k := range d {
+					d[k] = lat[i][k] - lat[base][k]
+				}
+				return median(sorted(d))
+			}
+			if i != 0 {
+				b.ReportMetric(over(0), "overhead-p50-ns")
+			}
+			if i != 0 && i != c0 {
+				b.ReportMetric(over(c0), "over-c0-p50-ns")
+			}
+			// Allocations of one call through the row, client and proxy
+			// sides together.
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			const calls = 100
+			for range calls {
+				call(r)
+			}
+			runtime.ReadMemStats(&m1)
+			b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/calls, "allocs/call")
+			b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/calls, "B/call")
+		})
+	}
+}
+
+// noopStage is a Stage that changes nothing.
+type noopStage struct{}
+
+func (noopStage) Request(context.Context, *guard.Request) *guard.Response { return nil }
+func (noopStage) Response(_ context.Context, _ *guard.Request, r *guard.Response) *guard.Response {
+	return r
 }
 
 // fsFixture is a workspace with a small file and the filesystem server built.
@@ -104,6 +192,9 @@ type fsFixture struct {
 	ws, tmp, home string
 	argv          []string
 	req           mcp.CallToolRequest
+	// readFile is the same call as a JSON-RPC line, with "id":0 for the
+	// caller to number.
+	readFile string
 }
 
 func newFSFixture(tb testing.TB) *fsFixture {
@@ -112,7 +203,7 @@ func newFSFixture(tb testing.TB) *fsFixture {
 	if err := os.WriteFile(filepath.Join(fx.ws, "notes.txt"), []byte("a small file of notes\n"), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	bin := filepath.Join(os.TempDir(), "mcpguard-bench-bin")
+	bin := tb.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := servers.Build(ctx, bin, "filesystem"); err != nil {
@@ -125,6 +216,8 @@ func newFSFixture(tb testing.TB) *fsFixture {
 	fx.argv = append(argv, "--ws", fx.ws)
 	fx.req.Params.Name = "read_file"
 	fx.req.Params.Arguments = map[string]any{"path": filepath.Join(fx.ws, "notes.txt")}
+	path, _ := json.Marshal(filepath.Join(fx.ws, "notes.txt"))
+	fx.readFile = `{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"read_file","arguments":{"path":` + string(path) + `}}}`
 	return fx
 }
 
@@ -135,60 +228,6 @@ func (fx *fsFixture) options() configs.Options {
 		ManifestFile: "testdata/manifests/filesystem.json",
 		Vars:         map[string]string{"WS": fx.ws, "HOME": fx.home, "TMP": fx.tmp},
 	}
-}
-
-// benchCalls makes req through each client in turn, once per b.Loop
-// iteration, after a warm-up, and returns each client's latencies, sorted.
-func benchCalls(b *testing.B, req mcp.CallToolRequest, clients ...*client.Client) [][]float64 {
-	ctx := context.Background()
-	call := func(c *client.Client) {
-		res, err := c.CallTool(ctx, req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if res.IsError {
-			b.Fatalf("read_file failed: %v", res.Content)
-		}
-	}
-	for range 50 {
-		for _, c := range clients {
-			call(c)
-		}
-	}
-	lat := make([][]float64, len(clients))
-	for b.Loop() {
-		for i, c := range clients {
-			t0 := time.Now()
-			call(c)
-			lat[i] = append(lat[i], float64(time.Since(t0).Nanoseconds()))
-		}
-	}
-	b.StopTimer()
-	for _, l := range lat {
-		slices.Sort(l)
-	}
-	// Allocations of one call through the last client (the config under
-	// test), client and proxy sides together: ns/op's allocs would mix
-	// the three clients.
-	last := clients[len(clients)-1]
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	const n = 200
-	for range n {
-		call(last)
-	}
-	runtime.ReadMemStats(&m1)
-	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/n, "allocs/call")
-	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/n, "B/call")
-	return lat
-}
-
-// reportLatency reports the p50, p95 and p99 of sorted latencies.
-func reportLatency(b *testing.B, lat []float64) {
-	q := func(p float64) float64 { return lat[int(p*float64(len(lat)-1))] }
-	b.ReportMetric(q(0.50), "p50-ns")
-	b.ReportMetric(q(0.95), "p95-ns")
-	b.ReportMetric(q(0.99), "p99-ns")
 }
 
 func median(sorted []float64) float64 { return sorted[(len(sorted)-1)/2] }

@@ -30,6 +30,33 @@ type Request struct {
 	// audit events.
 	Server string
 	Config string
+
+	state []stateKV
+}
+
+type stateKV struct{ key, val any }
+
+// SetState keeps val under key with the request, for a Stage's response
+// phase: the core holds the Request in its table of requests in flight,
+// so what the request phase learned needs no map or goroutine of its own.
+func (r *Request) SetState(key, val any) {
+	for i := range r.state {
+		if r.state[i].key == key {
+			r.state[i].val = val
+			return
+		}
+	}
+	r.state = append(r.state, stateKV{key, val})
+}
+
+// State returns what SetState kept under key, or nil.
+func (r *Request) State(key any) any {
+	for _, kv := range r.state {
+		if kv.key == key {
+			return kv.val
+		}
+	}
+	return nil
 }
 
 // Response is what comes back for a Request: a result or an error.
@@ -52,6 +79,72 @@ type Handler func(ctx context.Context, req *Request) *Response
 // change it before calling next (rewrite), or change what next returned
 // (sanitise a response, inspect a tools/list result).
 type Middleware func(next Handler) Handler
+
+// Stage is the two-phase form of a defence layer, which the core runs
+// without a goroutine or a channel per request. A Proxy runs its Stages
+// (in order; Stages[0] sees a request first) around its Layers.
+//
+// Request runs inline on the client's read loop, in the order the client
+// sent its messages, so it must not block (no I/O to wait on, no request of
+// its own: see Waiter). It may rewrite req (Params, or Tool and Arguments
+// for tools/call), and the core then forwards the re-serialised request
+// instead of the client's bytes; or it may answer the request itself by
+// returning a non-nil Response (a denial, see Deny), and the server never
+// sees it. Returning nil forwards the request.
+//
+// Response runs on the server's read loop with the server's answer (or an
+// inner stage's). Returning resp unchanged relays the server's own bytes;
+// returning another Response, or resp with Result or Error changed,
+// relays that instead. It runs only for requests whose Request phase ran
+// and did not answer; a request cancelled by the client, or left unanswered
+// because the server died, gets no response phase.
+//
+// req and resp alias the proxy's buffers: a stage that keeps any of their
+// byte slices after returning must copy them.
+type Stage interface {
+	Request(ctx context.Context, req *Request) *Response
+	Response(ctx context.Context, req *Request, resp *Response) *Response
+}
+
+// Waiter is implemented by a Stage that must sometimes wait before it can
+// judge a request: L2 lists the server's tools itself before a call the
+// client made unseen, or after notifications/tools/list_changed. Wait is
+// called on the client's read loop before Request; it returns nil when
+// req needs no waiting (the fast path), or a function that the core runs
+// on a goroutine of its own, with send forwarding a request of the stage's
+// own to the server (its id must be one no client uses) and returning the
+// server's answer, or nil when ctx ends first. Once that function returned,
+// req goes on through the stage's Request and the rest of the chain. The
+// client's later messages are read once the first request (the stage's own
+// or the client's) is with the server, or once req was answered without it.
+type Waiter interface {
+	Wait(ctx context.Context, req *Request) func(ctx context.Context, send Handler)
+}
+
+// ServerMessage is a message the server sends on its own: a notification
+// (notifications/message, notifications/progress, list_changed, ...) or a
+// request to the client (sampling/createMessage, elicitation/create,
+// roots/list, ping).
+type ServerMessage struct {
+	Kind   jsonrpc.Kind // KindRequest or KindNotification
+	Method string
+	ID     json.RawMessage // requests only
+	// Params aliases the proxy's read buffer: valid during the hook's call.
+	// A hook that rewrites the message assigns a new value.
+	Params json.RawMessage
+}
+
+// ServerHook sees every message the server sends on its own before the
+// client does, on the server's read loop, so it must not block. It returns
+// m itself, unchanged, to relay the server's exact bytes; m with Params
+// changed (or another message with the same Kind, Method and ID) to relay
+// that, re-serialised; or nil to drop the message. A dropped notification
+// is gone. A dropped request is answered to the server with a denial
+// (CodeDenied) so that it does not wait for the client. Hooks run in the
+// order of Proxy.ServerHooks, each on what the one before returned; a hook
+// that panics drops the message. The client's answers to the server's
+// requests are relayed unchanged.
+type ServerHook func(ctx context.Context, m *ServerMessage) *ServerMessage
 
 // Chain composes layers so that layers[0] sees a request first.
 func Chain(h Handler, layers ...Middleware) Handler {

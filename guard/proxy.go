@@ -10,10 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mcpguard/mcpguard/guard/jsonrpc"
+	"github.com/mcpguard/mcpguard/internal/proctree"
 )
 
 // ErrServerExited is returned by Serve when the server process ended on its
@@ -47,9 +47,16 @@ type Proxy struct {
 	Server string
 	Config string
 
-	Layers  []Middleware
-	Prepare []func(*exec.Cmd) error
-	Sandbox Sandbox
+	// Stages are two-phase layers (see Stage), run first, in order, on the
+	// read loops; Layers are middleware, run after them on a goroutine per
+	// request. A session with Layers pays for that goroutine; one with
+	// Stages only, or neither, runs every request on the read loops.
+	Stages []Stage
+	Layers []Middleware
+	// ServerHooks see what the server sends on its own (see ServerHook).
+	ServerHooks []ServerHook
+	Prepare     []func(*exec.Cmd) error
+	Sandbox     Sandbox
 
 	// Stderr receives the server's stderr and the proxy's own diagnostics
 	// (nil: os.Stderr).
@@ -65,53 +72,80 @@ type Proxy struct {
 // session is the state of one Serve call.
 type session struct {
 	p       *Proxy
-	handler Handler // nil for an empty chain: raw forwarding only
+	ctx     context.Context // carries the notices to the layers
+	handler Handler         // the Middleware chain; nil when there is none
+	layered bool            // stages or layers: requests are judged
 	stderr  io.Writer
 
 	toClient *jsonrpc.Writer
 	toServer *jsonrpc.Writer
 
 	mu      sync.Mutex
-	pending map[string][]*waiter // by raw id; a slice because ids may repeat
-	dead    bool                 // server gone: new requests are answered at once
+	pending map[string][]*inflight // by canonical id (jsonrpc.AppendIDKey); ids may repeat
+	dead    bool                   // server gone: new requests are answered at once
 	exitErr error
 
-	wg sync.WaitGroup // layered requests until answered
+	wg sync.WaitGroup // requests on goroutines, until answered
 
 	notices Notices // the server's list_changed notifications, for the layers
 
-	// Layered requests run on pooled workers: a fresh goroutine would grow
-	// its stack through the layers' deep calls (JSON decoding, schema
-	// validation) on every request, which costs more than the layers do.
+	// Requests on the slow path run on pooled workers: a fresh goroutine
+	// would grow its stack through the layers' deep calls on every request.
 	idle       chan func()   // a worker waiting for its next request receives here
 	quit       chan struct{} // closed when Serve returns
 	clientDone chan struct{} // closed when the client's stream ends
+	clientLost chan struct{} // closed when writing to the client failed
+	lostOnce   sync.Once
+
+	serverKey []byte // the server loop's buffer for id keys
+
+	// The client's stream, and what reading it needs. One goroutine at a
+	// time reads it: the reader runs a request's Middleware chain itself and
+	// hands the reading to another goroutine once the request is with the
+	// server (see slow).
+	cr        *jsonrpc.Reader
+	csc       jsonrpc.Scanner
+	clientKey []byte
+	sr        *jsonrpc.Reader // the server's stream, read by readServer
 }
 
-// waiter is one request in flight. ch is nil for a request forwarded raw,
-// whose response is relayed raw; otherwise the response is handed to the
-// goroutine running the chain.
-type waiter struct {
+// inflight is one request the server has not answered yet. A request on
+// the fast path is finished by the server's read loop from what is kept
+// here: the client's id (to answer with its exact bytes) and, when stages
+// judged it, the Request for their response phases. A request on the slow
+// path has a goroutine waiting on ch instead.
+type inflight struct {
+	origID []byte   // the client's id; nil for a layer's own request
+	req    *Request // stages' response phases run for it; nil when raw
 	ch     chan *Response
 	cancel context.CancelFunc
 }
 
 // Serve starts the server and relays messages until the client closes its
-// side (in reaches EOF), ctx is done, or the server exits. It returns nil
-// after a client-initiated shutdown, an error wrapping ErrServerExited when
-// the server ended first, or the error that kept the server from starting.
+// side (in reaches EOF) or goes away, ctx is done, or the server exits. It
+// returns nil after a client-initiated shutdown, an error wrapping
+// ErrServerExited when the server ended first, or the error that kept the
+// server from starting. On every way out the server's whole process group
+// is stopped.
 func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	if len(p.Command) == 0 {
 		return errors.New("no server command")
 	}
+	// A client that goes away while we write to it must not kill the
+	// proxy (SIGPIPE on stdout) before the server's group is stopped.
+	defer catchSIGPIPE()()
 	s := &session{
-		p:        p,
-		stderr:   p.Stderr,
-		toClient: jsonrpc.NewWriter(out),
-		pending:  make(map[string][]*waiter),
-		idle:     make(chan func()),
-		quit:     make(chan struct{}),
+		p:          p,
+		stderr:     p.Stderr,
+		toClient:   jsonrpc.NewWriter(out),
+		pending:    make(map[string][]*inflight),
+		idle:       make(chan func()),
+		quit:       make(chan struct{}),
+		clientDone: make(chan struct{}),
+		clientLost: make(chan struct{}),
+		layered:    len(p.Stages) > 0 || len(p.Layers) > 0,
 	}
+	s.ctx = WithNotices(ctx, &s.notices)
 	defer close(s.quit) // idle workers exit
 	if s.stderr == nil {
 		s.stderr = os.Stderr
@@ -124,8 +158,8 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	cmd.Dir = p.Dir
 	cmd.Env = p.Env
 	cmd.Stderr = s.stderr
-	// Its own process group, so shutdown reaches the server's children too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A group of its own, so that shutdown reaches the server's children.
+	proctree.Prepare(cmd)
 	for _, prep := range p.Prepare {
 		if err := prep(cmd); err != nil {
 			return fmt.Errorf("prepare server: %w", err)
@@ -157,16 +191,17 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	// Bounds Wait's copying of stderr when Stderr is not a file, for the
 	// same reason.
 	cmd.WaitDelay = grace
-	err = cmd.Start()
+	group, err := proctree.Start(cmd)
 	stdoutW.Close()
 	if err != nil {
 		return fmt.Errorf("start server: %w", err)
 	}
-	pid := cmd.Process.Pid
+	pid := group.Pid()
 	if p.Sandbox != nil {
 		if err := p.Sandbox.Started(pid); err != nil {
-			killGroup(pid, syscall.SIGKILL)
-			cmd.Wait()
+			group.Kill()
+			<-group.Done()
+			group.Close()
 			return fmt.Errorf("sandbox %s: %w", p.Sandbox.Name(), err)
 		}
 	}
@@ -180,41 +215,28 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		s.readServer(stdout)
 		close(serverDone)
 	}()
-	waitDone := make(chan error, 1)
-	go func() { waitDone <- cmd.Wait() }()
-
-	clientDone := make(chan struct{})
-	s.clientDone = clientDone
-	go s.readClient(WithNotices(ctx, &s.notices), in)
+	s.cr = jsonrpc.NewReader(in)
+	s.cr.Max = s.maxMessage()
+	go s.worker(s.readClient)
 
 	var (
 		waitErr     error
 		serverEnded bool
 	)
 	select {
-	case waitErr = <-waitDone:
+	case <-group.Done():
 		serverEnded = true
-	case <-clientDone:
+		waitErr = group.Err()
+		group.Close() // whatever the server left in its group goes with it
+	case <-s.clientDone:
+	case <-s.clientLost:
 	case <-ctx.Done():
 	}
 	if !serverEnded {
 		// The client is gone (or we were told to stop): EOF, then SIGTERM,
 		// then SIGKILL, each after the grace period.
-		stdin.Close()
-		select {
-		case waitErr = <-waitDone:
-		case <-time.After(grace):
-			killGroup(pid, syscall.SIGTERM)
-			select {
-			case waitErr = <-waitDone:
-			case <-time.After(grace):
-				killGroup(pid, syscall.SIGKILL)
-				waitErr = <-waitDone
-			}
-		}
+		waitErr = group.Stop(grace, func() { stdin.Close() })
 	}
-	// Whatever the server left in its group goes with it: no orphans.
-	killGroup(pid, syscall.SIGKILL)
 	stdin.Close()
 	// Relay what the server wrote before it exited; a process outside the
 	// group that still holds its stdout gets a short while, then the pipe
@@ -241,28 +263,19 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	return nil
 }
 
-func killGroup(pid int, sig syscall.Signal) {
-	// The negative pid addresses the whole process group.
-	if err := syscall.Kill(-pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		syscall.Kill(pid, sig)
-	}
-}
-
 // logf writes one diagnostic line to stderr.
 func (s *session) logf(format string, args ...any) {
 	fmt.Fprintf(s.stderr, "mcpguard: "+format+"\n", args...)
 }
 
-// readClient relays messages from the client until EOF.
-func (s *session) readClient(ctx context.Context, in io.Reader) {
-	r := jsonrpc.NewReader(in)
-	r.Max = s.maxMessage()
-	s.clientLoop(ctx, r)
-}
-
-// clientLoop reads and relays client messages until the client's stream ends.
-func (s *session) clientLoop(ctx context.Context, r *jsonrpc.Reader) {
+// readClient relays messages from the client until EOF, or until it hands
+// the reading to another goroutine (see slow).
+func (s *session) readClient() {
+	r := s.cr
 	for {
+		if !r.More() {
+			s.flushServer() // before blocking: what was queued goes now
+		}
 		line, err := r.Next()
 		if err != nil {
 			if errors.Is(err, jsonrpc.ErrTooLarge) {
@@ -277,25 +290,32 @@ func (s *session) clientLoop(ctx context.Context, r *jsonrpc.Reader) {
 			close(s.clientDone)
 			return
 		}
-		h, msg, err := s.decode(line)
+		env, err := s.csc.Scan(line)
 		if err != nil {
 			s.logf("client message: %v", err)
-			if h.Kind != jsonrpc.KindNotification {
-				s.replyError(h.ID, jsonrpc.ErrorCode(err), "mcpguard: invalid message: "+err.Error())
+			if env.Kind != jsonrpc.KindNotification {
+				s.replyError(env.ID.In(line), jsonrpc.ErrorCode(err), "mcpguard: invalid message: "+err.Error())
 			}
 			continue
 		}
-		switch h.Kind {
+		switch env.Kind {
 		case jsonrpc.KindRequest:
-			s.clientRequest(ctx, h, msg, line)
+			s.clientKey, _ = jsonrpc.AppendIDKey(s.clientKey[:0], env.ID.In(line))
+			if !s.layered {
+				s.forwardRaw(string(s.clientKey), env.ID.In(line), line)
+				continue
+			}
+			if s.clientRequest(&env, line, string(s.clientKey)) {
+				return // another goroutine reads on
+			}
 		case jsonrpc.KindNotification:
-			if h.Method == "notifications/cancelled" {
+			if env.MethodName == "notifications/cancelled" {
 				s.cancelled(line)
 			}
-			s.sendServer(line)
+			s.relayServer(line)
 		case jsonrpc.KindResponse:
 			// The client answering a server-to-client request (sampling, roots, ...).
-			s.sendServer(line)
+			s.relayServer(line)
 		}
 	}
 }
@@ -310,34 +330,162 @@ func (s *session) maxMessage() int {
 	return s.p.MaxMessage
 }
 
-// clientRequest forwards a request raw, or runs it through the layers on a
-// goroutine of its own, which waits for the server's answer.
-func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, msg *jsonrpc.Message, line []byte) {
-	if s.handler == nil {
-		if s.addPending(h.ID, &waiter{}) {
-			s.sendServer(line)
-		}
+// forwardRaw sends a request no layer judges, remembering its id.
+func (s *session) forwardRaw(key string, id, line []byte) {
+	if s.addPending(key, &inflight{origID: bytes.Clone(id)}) {
+		s.relayServer(line)
+	}
+}
+
+// relayServer sends a message from the client's read loop: queued while
+// more of the client's messages are buffered, so that a burst leaves in
+// one write, at once otherwise.
+func (s *session) relayServer(line []byte) {
+	if !s.cr.More() {
+		s.sendServer(line)
 		return
 	}
-	req := &Request{Method: msg.Method, ID: msg.ID, Params: msg.Params, Server: s.p.Server, Config: s.p.Config}
-	if msg.Method == "tools/call" {
-		var p struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
-			s.replyError(msg.ID, jsonrpc.CodeInvalidParams, "mcpguard: tools/call needs params.name")
-			return
-		}
-		req.Tool, req.Arguments = p.Name, p.Arguments
+	if err := s.toServer.Queue(line); err != nil {
+		s.logf("write server: %v", err)
 	}
-	orig := &original{
-		line:       append([]byte(nil), line...), // line is only valid until the next read
-		tool:       req.Tool,
-		params:     req.Params,
-		args:       req.Arguments,
-		dispatched: make(chan struct{}),
+}
+
+func (s *session) flushServer() {
+	if err := s.toServer.Flush(); err != nil {
+		s.logf("write server: %v", err)
 	}
+}
+
+// relayClient is relayServer's counterpart on the server's read loop.
+func (s *session) relayClient(line []byte) {
+	if !s.sr.More() {
+		s.sendClient(line)
+		return
+	}
+	if err := s.toClient.Queue(line); err != nil {
+		s.writeFailed(err)
+	}
+}
+
+// clientRequest judges a request: the stages' request phases inline, and
+// then either forwards it (the fast path: its response phases run on the
+// server's read loop) or runs the rest on the slow path (a stage that
+// waits, or Middleware layers). It reports whether the reading of the
+// client's stream went on on another goroutine meanwhile.
+func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) bool {
+	buf := bytes.Clone(line) // the Request aliases it until it is answered
+	req := &Request{Method: env.MethodName, ID: env.ID.In(buf), Params: env.Params.In(buf),
+		Server: s.p.Server, Config: s.p.Config}
+	if req.Method == "tools/call" {
+		name := env.Name.In(buf)
+		if len(name) < 3 || name[0] != '"' {
+			s.replyError(req.ID, jsonrpc.CodeInvalidParams, "mcpguard: tools/call needs params.name, a string")
+			return false
+		}
+		req.Tool, req.Arguments = jsonrpc.Unquote(name), env.Arguments.In(buf)
+	}
+	orig := original{line: buf, id: req.ID, tool: req.Tool, params: req.Params, args: req.Arguments}
+	for i, st := range s.p.Stages {
+		if w, ok := st.(Waiter); ok {
+			if wait := s.waitFor(w, req); wait != nil {
+				return s.slow(req, &orig, i, wait)
+			}
+		}
+		if resp := s.stageRequest(st, req); resp != nil {
+			s.answer(req, s.responsePhases(req, i, resp))
+			return false
+		}
+	}
+	if s.handler != nil {
+		return s.slow(req, &orig, len(s.p.Stages), nil)
+	}
+	out := orig.line
+	if orig.rewritten(req) {
+		var err error
+		if out, err = encodeRequest(req); err != nil {
+			s.replyError(req.ID, jsonrpc.CodeInternalError, "mcpguard: "+err.Error())
+			return false
+		}
+	}
+	if s.addPending(key, &inflight{origID: req.ID, req: req}) {
+		s.relayServer(out)
+	}
+	return false
+}
+
+// waitFor asks a Waiter whether req must wait; a panic counts as no.
+func (s *session) waitFor(w Waiter, req *Request) (fn func(context.Context, Handler)) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logf("layer panicked on %s: %v", req.Method, r)
+			fn = nil
+		}
+	}()
+	return w.Wait(s.ctx, req)
+}
+
+// stageRequest runs one request phase; a stage that panics fails the
+// request, not the proxy.
+func (s *session) stageRequest(st Stage, req *Request) (resp *Response) {
+	defer func() {
+		if r := recover(); r != nil {
+			resp = panicked(s, req, r)
+		}
+	}()
+	return st.Request(s.ctx, req)
+}
+
+// responsePhases runs the response phases of the first n stages, innermost
+// first.
+func (s *session) responsePhases(req *Request, n int, resp *Response) *Response {
+	for i := n - 1; i >= 0; i-- {
+		resp = s.stageResponse(s.p.Stages[i], req, resp)
+	}
+	return resp
+}
+
+func (s *session) stageResponse(st Stage, req *Request, resp *Response) (out *Response) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = panicked(s, req, r)
+		}
+	}()
+	return st.Response(s.ctx, req, resp)
+}
+
+func panicked(s *session, req *Request, r any) *Response {
+	s.logf("layer panicked on %s: %v", req.Method, r)
+	return &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcpguard: internal error in a layer: %v", r)}}
+}
+
+// answer writes the judged answer to req: the server's own bytes (with the
+// client's id) when nothing changed them, or the re-serialised response.
+func (s *session) answer(req *Request, resp *Response) {
+	switch {
+	case resp == nil: // cancelled by the client, which expects no answer
+	case resp.raw != nil && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult):
+		s.sendClient(resp.raw)
+	default:
+		out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
+		if out.Result == nil && out.Error == nil {
+			out.Result = json.RawMessage("{}")
+		}
+		if err := s.toClient.WriteMessage(&out); err != nil {
+			s.writeFailed(err)
+		}
+	}
+}
+
+// slow runs the rest of req's judging on the reading goroutine: wait (a
+// Waiter's function), the stages from `from` on, the Middleware chain,
+// and then the response phases. Once the chain sends its first request to
+// the server, the reading of the client's stream goes on on another
+// goroutine (a pooled worker), and this one waits for the answer: one
+// hand-off per request, not one to a worker and one back. A request the
+// chain answers without the server (a denial) is answered before the next
+// message is read, so the client's order is kept. It reports whether the
+// reading went on elsewhere.
+func (s *session) slow(req *Request, orig *original, from int, wait func(context.Context, Handler)) bool {
 	// Counted under mu while the server is alive: serverGone marks it dead
 	// under mu before Serve waits, so every Add comes before that Wait and
 	// Serve returns only once this request is answered.
@@ -345,34 +493,43 @@ func (s *session) clientRequest(ctx context.Context, h jsonrpc.Header, msg *json
 	if s.dead {
 		reason := s.exitReason()
 		s.mu.Unlock()
-		s.replyError(msg.ID, jsonrpc.CodeServerExited, reason)
-		return
+		s.replyError(req.ID, jsonrpc.CodeServerExited, reason)
+		return false
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	s.spawn(func() {
-		defer s.wg.Done()
-		defer orig.done()
-		resp := s.run(context.WithValue(ctx, originalKey{}, orig), req)
-		orig.done() // before the answer, so a layer's denial keeps order too
-		switch {
-		case resp == nil: // cancelled by the client, which expects no answer
-		case resp.raw != nil && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult):
-			// No layer changed the server's answer: relay its own bytes.
-			s.sendClient(resp.raw)
-		default:
-			out := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Result: resp.Result, Error: resp.Error}
-			if out.Result == nil && out.Error == nil {
-				out.Result = json.RawMessage("{}")
+	defer s.wg.Done()
+	orig.handOff = func() { s.spawn(s.readClient) }
+	ctx := context.WithValue(s.ctx, originalKey{}, orig)
+	ran := len(s.p.Stages)
+	resp := func() (resp *Response) {
+		defer func() {
+			if r := recover(); r != nil {
+				resp = panicked(s, req, r)
 			}
-			if err := s.toClient.WriteMessage(&out); err != nil {
-				s.logf("write client: %v", err)
+		}()
+		if wait != nil {
+			wait(ctx, s.forward)
+		}
+		for i := from; i < len(s.p.Stages); i++ {
+			if r := s.stageRequest(s.p.Stages[i], req); r != nil {
+				ran = i
+				return r
 			}
 		}
-	})
-	// Read on only once the request is with the server (or answered by a
-	// layer), so that the client's order is kept.
-	<-orig.dispatched
+		if s.handler != nil {
+			return s.handler(ctx, req)
+		}
+		return s.forward(ctx, req)
+	}()
+	if resp != nil {
+		resp = s.responsePhases(req, ran, resp)
+	}
+	// Whoever comes first decides who reads on: a forward still to come
+	// (a layer's goroutine) no longer hands off once this one stays.
+	handedOff := !orig.stay()
+	s.answer(req, resp)
+	return handedOff
 }
 
 // spawn runs job on an idle worker, or on a new one when none is idle.
@@ -396,23 +553,14 @@ func (s *session) worker(job func()) {
 	}
 }
 
-// run calls the chain; a layer that panics fails its request, not the proxy.
-func (s *session) run(ctx context.Context, req *Request) (resp *Response) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.logf("layer panicked on %s: %v", req.Method, r)
-			resp = &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcpguard: internal error in a layer: %v", r)}}
-		}
-	}()
-	return s.handler(ctx, req)
-}
-
-// forward is the innermost Handler: it sends the request to the server and
-// waits for the response. It returns nil when the request was cancelled.
+// forward is the innermost Handler of the slow path: it sends the request
+// to the server and waits for the response. It returns nil when the
+// request was cancelled.
 func (s *session) forward(ctx context.Context, req *Request) *Response {
 	var line []byte
 	o, _ := ctx.Value(originalKey{}).(*original)
-	if o != nil && !o.rewritten(req) {
+	client := o != nil && bytes.Equal(req.ID, o.id)
+	if client && !o.rewritten(req) {
 		line = o.line
 	} else {
 		var err error
@@ -420,39 +568,67 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 			return &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpguard: " + err.Error()}}
 		}
 	}
+	key, ok := jsonrpc.AppendIDKey(nil, req.ID)
+	if !ok {
+		return &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcpguard: a layer sent a request with id %s", req.ID)}}
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &waiter{ch: make(chan *Response, 1), cancel: cancel}
-	if !s.addPending(req.ID, w) {
+	w := &inflight{ch: make(chan *Response, 1), cancel: cancel}
+	if client {
+		w.origID = req.ID
+	}
+	if !s.addPending(string(key), w) {
+		if !client {
+			return &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeServerExited, Message: s.exitReasonLocked()}}
+		}
 		return nil // already answered with an error
 	}
 	s.sendServer(line)
 	if o != nil {
-		o.done()
+		o.dispatched() // reading goes on elsewhere
 	}
 	select {
 	case resp := <-w.ch:
 		return resp
 	case <-wctx.Done():
-		s.dropPending(req.ID, w)
+		s.dropPending(string(key), w)
 		return nil
 	}
 }
 
-// original is the request as the client sent it, carried in the context
-// so that forward can relay the client's exact bytes when no layer changed
-// the request.
+// original is the request as the client sent it, so that the client's
+// exact bytes are forwarded when no layer changed the request.
 type original struct {
 	line         []byte
 	tool         string
 	params, args json.RawMessage
-	// dispatched is closed once the request went to the server or was
-	// answered by a layer, so that the read loop keeps the client's order.
-	dispatched chan struct{}
-	once       sync.Once
+	id           json.RawMessage // the client's id
+
+	// handOff starts another reader of the client's stream; once decides
+	// whether it runs (a forward was first) or the reading goroutine keeps
+	// reading (the chain returned first).
+	handOff func()
+	once    sync.Once
 }
 
-func (o *original) done() { o.once.Do(func() { close(o.dispatched) }) }
+// dispatched is called once a request is with the server: the client's
+// stream is read on by another goroutine, unless the chain already ended.
+func (o *original) dispatched() {
+	o.once.Do(func() {
+		if o.handOff != nil {
+			o.handOff()
+		}
+	})
+}
+
+// stay reports whether the reading goroutine keeps reading: true when no
+// forward handed the reading off before.
+func (o *original) stay() bool {
+	stayed := false
+	o.once.Do(func() { stayed = true })
+	return stayed
+}
 
 type originalKey struct{}
 
@@ -461,12 +637,19 @@ func (o *original) rewritten(req *Request) bool {
 	return req.Tool != o.tool || !bytes.Equal(req.Params, o.params) || !bytes.Equal(req.Arguments, o.args)
 }
 
+// encodeRequest serialises a request a layer changed (or made): the
+// judged values are what the server gets.
 func encodeRequest(req *Request) ([]byte, error) {
 	params := req.Params
 	if req.Method == "tools/call" {
 		var p map[string]json.RawMessage
-		if err := json.Unmarshal(req.Params, &p); err != nil {
-			return nil, fmt.Errorf("re-encode tools/call: %w", err)
+		if len(req.Params) > 0 {
+			if err := json.Unmarshal(req.Params, &p); err != nil {
+				return nil, fmt.Errorf("re-encode tools/call: %w", err)
+			}
+		}
+		if p == nil {
+			p = map[string]json.RawMessage{}
 		}
 		if req.Arguments != nil {
 			p["arguments"] = req.Arguments
@@ -479,20 +662,32 @@ func encodeRequest(req *Request) ([]byte, error) {
 			return nil, fmt.Errorf("re-encode tools/call: %w", err)
 		}
 	}
-	return (&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Method: req.Method, Params: params}).Marshal()
+	out, err := (&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Method: req.Method, Params: params}).Marshal()
+	if err != nil {
+		return nil, err
+	}
+	// What a layer produced is held to the same reading as what a client
+	// sends: no duplicate keys, valid UTF-8.
+	var sc jsonrpc.Scanner
+	if _, err := sc.Scan(out); err != nil {
+		return nil, fmt.Errorf("a layer's rewrite is not a valid message: %w", err)
+	}
+	return out, nil
 }
 
 // addPending records a request in flight. When the server is already gone
 // it answers the request with an error instead and returns false.
-func (s *session) addPending(id json.RawMessage, w *waiter) bool {
+func (s *session) addPending(key string, w *inflight) bool {
 	s.mu.Lock()
 	if s.dead {
 		reason := s.exitReason()
 		s.mu.Unlock()
-		s.replyError(id, jsonrpc.CodeServerExited, reason)
+		if w.origID != nil {
+			s.replyError(w.origID, jsonrpc.CodeServerExited, reason)
+		}
 		return false
 	}
-	s.pending[string(id)] = append(s.pending[string(id)], w)
+	s.pending[key] = append(s.pending[key], w)
 	s.mu.Unlock()
 	return true
 }
@@ -504,27 +699,34 @@ func (s *session) exitReason() string {
 	return "mcpguard: server is not running"
 }
 
-// takePending removes and returns the oldest waiter for id.
-func (s *session) takePending(id json.RawMessage) (*waiter, bool) {
+func (s *session) exitReasonLocked() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ws := s.pending[string(id)]
+	return s.exitReason()
+}
+
+// takePending removes and returns the oldest request in flight under key.
+func (s *session) takePending(key []byte) (*inflight, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.pending[string(key)]
 	if len(ws) == 0 {
 		return nil, false
 	}
 	w := ws[0]
 	if len(ws) == 1 {
-		delete(s.pending, string(id))
+		delete(s.pending, string(key))
 	} else {
-		s.pending[string(id)] = ws[1:]
+		ws[0] = nil
+		s.pending[string(key)] = ws[1:]
 	}
 	return w, true
 }
 
-func (s *session) dropPending(id json.RawMessage, w *waiter) {
+func (s *session) dropPending(key string, w *inflight) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ws := s.pending[string(id)]
+	ws := s.pending[key]
 	for i, x := range ws {
 		if x == w {
 			ws = append(ws[:i:i], ws[i+1:]...)
@@ -532,9 +734,9 @@ func (s *session) dropPending(id json.RawMessage, w *waiter) {
 		}
 	}
 	if len(ws) == 0 {
-		delete(s.pending, string(id))
+		delete(s.pending, key)
 	} else {
-		s.pending[string(id)] = ws
+		s.pending[key] = ws
 	}
 }
 
@@ -549,7 +751,11 @@ func (s *session) cancelled(line []byte) {
 	if json.Unmarshal(line, &n) != nil || len(n.Params.RequestID) == 0 {
 		return
 	}
-	if w, ok := s.takePending(n.Params.RequestID); ok && w.cancel != nil {
+	key, ok := jsonrpc.AppendIDKey(nil, n.Params.RequestID)
+	if !ok {
+		return
+	}
+	if w, ok := s.takePending(key); ok && w.cancel != nil {
 		w.cancel()
 	}
 }
@@ -561,17 +767,23 @@ func (s *session) serverGone(reason string) {
 	s.dead = true
 	s.exitErr = errors.New(reason)
 	pending := s.pending
-	s.pending = make(map[string][]*waiter)
+	s.pending = make(map[string][]*inflight)
 	s.mu.Unlock()
-	for id, ws := range pending {
+	for _, ws := range pending {
 		for _, w := range ws {
-			resp := &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeServerExited, Message: "mcpguard: " + reason}}
-			if w.ch != nil {
-				w.ch <- resp
-				continue
-			}
-			s.replyError(json.RawMessage(id), jsonrpc.CodeServerExited, "mcpguard: "+reason)
+			s.fail(w, jsonrpc.CodeServerExited, "mcpguard: "+reason)
 		}
+	}
+}
+
+// fail answers a request in flight with an error.
+func (s *session) fail(w *inflight, code int, msg string) {
+	if w.ch != nil {
+		w.ch <- &Response{Error: &jsonrpc.Error{Code: code, Message: msg}}
+		return
+	}
+	if w.origID != nil {
+		s.replyError(w.origID, code, msg)
 	}
 }
 
@@ -579,7 +791,14 @@ func (s *session) serverGone(reason string) {
 func (s *session) readServer(stdout io.Reader) {
 	r := jsonrpc.NewReader(stdout)
 	r.Max = s.maxMessage()
+	s.sr = r
+	var sc jsonrpc.Scanner
 	for {
+		if !r.More() {
+			if err := s.toClient.Flush(); err != nil {
+				s.writeFailed(err)
+			}
+		}
 		line, err := r.Next()
 		if err != nil {
 			if errors.Is(err, jsonrpc.ErrTooLarge) {
@@ -592,109 +811,167 @@ func (s *session) readServer(stdout io.Reader) {
 			}
 			return
 		}
-		h, msg, err := s.decode(line)
+		env, err := sc.Scan(line)
 		if err != nil {
-			// Not forwarded: the client would fail on it. A response we can
-			// attribute still gets an answer, so the request is not lost.
+			// Not forwarded: the client would fail on it, or read it
+			// otherwise than the guard. A response we can attribute still
+			// gets an answer, so the request is not lost.
 			s.logf("server sent an invalid message (%v): %.200q", err, line)
-			if h.ID == nil {
-				h.ID = jsonrpc.PeekID(line)
+			id := env.ID.In(line)
+			if id == nil {
+				id = jsonrpc.PeekID(line)
 			}
-			s.failPending(h.ID, jsonrpc.CodeInternalError, "mcpguard: server sent an invalid response: "+err.Error())
+			s.failPending(id, jsonrpc.CodeInternalError, "mcpguard: server sent an invalid response: "+err.Error())
 			continue
 		}
-		switch h.Kind {
+		switch env.Kind {
 		case jsonrpc.KindResponse:
-			s.serverResponse(h, msg, line)
+			s.serverResponse(&env, line)
 		default:
-			// Server-to-client requests and notifications pass unchanged.
-			// A list_changed is counted first, so that a layer sees it by
-			// the time the client can have acted on it.
-			if h.Kind == jsonrpc.KindNotification {
-				s.notices.Add(h.Method)
-			}
-			s.sendClient(line)
+			s.serverMessage(&env, line)
 		}
 	}
 }
 
-// serverResponse hands a response to the request waiting for it; msg is the
-// decoded line when the session has layers, nil otherwise.
-func (s *session) serverResponse(h jsonrpc.Header, msg *jsonrpc.Message, line []byte) {
-	w, ok := s.takePending(h.ID)
+// serverMessage relays what the server sends on its own, through the
+// hooks. A list_changed is counted first, so that a layer sees it by the
+// time the client can have acted on it.
+func (s *session) serverMessage(env *jsonrpc.Envelope, line []byte) {
+	if env.Kind == jsonrpc.KindNotification {
+		s.notices.Add(env.MethodName)
+	}
+	if len(s.p.ServerHooks) == 0 {
+		s.relayClient(line)
+		return
+	}
+	orig := &ServerMessage{Kind: env.Kind, Method: env.MethodName, ID: env.ID.In(line), Params: env.Params.In(line)}
+	params := orig.Params
+	m := orig
+	for _, h := range s.p.ServerHooks {
+		if m = s.hook(h, m); m == nil {
+			break
+		}
+	}
+	switch {
+	case m == nil:
+		if env.Kind == jsonrpc.KindRequest {
+			// The server waits for an answer: it gets a denial.
+			msg := jsonrpc.NewError(env.ID.In(line), jsonrpc.CodeDenied, deniedPrefix+"a server hook: "+env.MethodName+" dropped", nil)
+			if err := s.toServer.WriteMessage(msg); err != nil {
+				s.logf("write server: %v", err)
+			}
+		}
+	case m == orig && bytes.Equal(m.Params, params):
+		s.relayClient(line)
+	default:
+		out := jsonrpc.Message{JSONRPC: jsonrpc.Version, Method: m.Method, Params: m.Params}
+		if env.Kind == jsonrpc.KindRequest {
+			out.ID = env.ID.In(line)
+		}
+		if err := s.toClient.WriteMessage(&out); err != nil {
+			s.writeFailed(err)
+		}
+	}
+}
+
+func (s *session) hook(h ServerHook, m *ServerMessage) (out *ServerMessage) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logf("server hook panicked on %s: %v", m.Method, r)
+			out = nil
+		}
+	}()
+	return h(s.ctx, m)
+}
+
+// serverResponse finishes the request the response answers: relays it
+// (raw), runs the stages' response phases (fast path), or hands it to the
+// goroutine waiting for it (slow path).
+func (s *session) serverResponse(env *jsonrpc.Envelope, line []byte) {
+	id := env.ID.In(line)
+	var ok bool
+	s.serverKey, ok = jsonrpc.AppendIDKey(s.serverKey[:0], id)
+	var w *inflight
+	if ok {
+		w, ok = s.takePending(s.serverKey)
+	}
 	if !ok {
 		// Late answer to a cancelled request, or an id never asked:
 		// relaying it would answer a request twice.
-		s.logf("dropped a server response to id %s that no request is waiting for", h.ID)
+		s.logf("dropped a server response to id %s that no request is waiting for", id)
 		return
 	}
-	if w.ch == nil {
-		s.sendClient(line)
-		return
-	}
-	if msg == nil {
-		var err error
-		if msg, err = jsonrpc.Parse(line); err != nil {
-			w.ch <- &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpguard: server sent an invalid response: " + err.Error()}}
-			return
-		}
-	}
-	w.ch <- &Response{Result: msg.Result, Error: msg.Error,
-		raw: append([]byte(nil), line...), origResult: msg.Result, origError: msg.Error}
-}
-
-// decode reads a message's header; in a layered session it decodes the
-// whole message once instead (msg is nil otherwise): the layers need the
-// whole request, and a layered request waits for the whole response.
-func (s *session) decode(line []byte) (jsonrpc.Header, *jsonrpc.Message, error) {
-	if s.handler == nil {
-		h, err := jsonrpc.Peek(line)
-		return h, nil, err
-	}
-	msg, err := jsonrpc.Parse(line)
-	return headerOf(msg, err), msg, err
-}
-
-// headerOf derives what Peek would have returned from Parse's results.
-func headerOf(m *jsonrpc.Message, err error) jsonrpc.Header {
-	if m == nil {
-		return jsonrpc.Header{}
-	}
-	h := jsonrpc.Header{ID: m.ID, Method: m.Method}
-	if errors.Is(err, jsonrpc.ErrBadID) {
-		h.ID = nil
-	}
-	if err == nil {
-		h.Kind = m.Kind()
-	}
-	return h
-}
-
-func (s *session) failPending(id json.RawMessage, code int, msg string) {
-	if id == nil {
-		return
-	}
-	w, ok := s.takePending(id)
-	if !ok {
+	if w.ch == nil && w.req == nil {
+		s.relayClient(withID(line, env.ID, w.origID))
 		return
 	}
 	if w.ch != nil {
-		w.ch <- &Response{Error: &jsonrpc.Error{Code: code, Message: msg}}
+		line = bytes.Clone(line) // for the goroutine waiting for it
+	}
+	resp := &Response{Result: env.Result.In(line), raw: withID(line, env.ID, w.origID)}
+	if env.Error.Present() {
+		var e jsonrpc.Error
+		if err := json.Unmarshal(env.Error.In(line), &e); err != nil {
+			s.fail(w, jsonrpc.CodeInternalError, "mcpguard: server sent an invalid error: "+err.Error())
+			return
+		}
+		resp.Error = &e
+	}
+	resp.origResult, resp.origError = resp.Result, resp.Error
+	if w.ch != nil {
+		w.ch <- resp
 		return
 	}
-	s.replyError(id, code, msg)
+	out := s.responsePhases(w.req, len(s.p.Stages), resp)
+	if out == resp && resp.Error == resp.origError && bytes.Equal(resp.Result, resp.origResult) {
+		s.relayClient(resp.raw)
+		return
+	}
+	s.answer(w.req, out)
 }
 
-func (s *session) replyError(id json.RawMessage, code int, msg string) {
+// withID returns line with the id at span replaced by the client's id,
+// when the server wrote it otherwise (1.0 for 1, an escaped string): the
+// client gets its own id back, byte for byte.
+func withID(line []byte, span jsonrpc.Span, orig []byte) []byte {
+	if orig == nil || bytes.Equal(span.In(line), orig) {
+		return line
+	}
+	out := make([]byte, 0, len(line)-(span.End-span.Off)+len(orig))
+	out = append(out, line[:span.Off]...)
+	out = append(out, orig...)
+	return append(out, line[span.End:]...)
+}
+
+func (s *session) failPending(id []byte, code int, msg string) {
+	key, ok := jsonrpc.AppendIDKey(nil, id)
+	if !ok {
+		return
+	}
+	if w, ok := s.takePending(key); ok {
+		s.fail(w, code, msg)
+	}
+}
+
+func (s *session) replyError(id []byte, code int, msg string) {
 	if err := s.toClient.WriteMessage(jsonrpc.NewError(id, code, msg, nil)); err != nil {
-		s.logf("write client: %v", err)
+		s.writeFailed(err)
 	}
 }
 
 func (s *session) sendClient(line []byte) {
 	if err := s.toClient.Write(line); err != nil {
-		s.logf("write client: %v", err)
+		s.writeFailed(err)
 	}
+}
+
+// writeFailed: the client is gone (EPIPE, a closed pipe). Nothing more can
+// reach it, so the session ends, and the server's group with it.
+func (s *session) writeFailed(err error) {
+	s.lostOnce.Do(func() {
+		s.logf("write client: %v", err)
+		close(s.clientLost)
+	})
 }
 
 func (s *session) sendServer(line []byte) {

@@ -8,14 +8,17 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpguard/mcpguard/guard"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -26,6 +29,9 @@ const serverEnv = "GUARD_TEST_SERVER"
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(serverEnv); mode != "" {
 		os.Exit(runTestServer(mode))
+	}
+	if mode := os.Getenv(proxyEnv); mode != "" {
+		os.Exit(runTestProxy(mode))
 	}
 	os.Exit(m.Run())
 }
@@ -45,7 +51,7 @@ func runTestServer(mode string) int {
 		return mcpServer()
 	case "rugpull":
 		return rugPullServer()
-	case "echo", "stubborn", "badserver":
+	case "echo", "stubborn", "badserver", "reencode":
 		return rawServer(mode)
 	}
 	fmt.Fprintf(os.Stderr, "unknown test server mode %q\n", mode)
@@ -158,7 +164,10 @@ func rugPullServer() int {
 //   - echo answers each request with {"echo": params}, "hang" never, and
 //     "boom" with a crash;
 //   - stubborn does the same but ignores EOF and SIGTERM;
-//   - badserver first sends garbage and invalid UTF-8, then answers.
+//   - badserver first sends garbage and invalid UTF-8, then answers;
+//   - reencode answers like echo with each id written another way (1 as
+//     1e0, "Ab" as "\u0041b"), as a server that decodes and re-encodes
+//     ids does.
 func rawServer(mode string) int {
 	if mode == "stubborn" {
 		signal.Ignore(syscall.SIGTERM)
@@ -187,6 +196,31 @@ func rawServer(mode string) int {
 			continue // never answered
 		case m.Method == "boom":
 			os.Exit(7)
+		case m.Method == "spawn":
+			c := exec.Command("sleep", "300")
+			if err := c.Start(); err != nil {
+				return 1
+			}
+			fmt.Fprintf(os.Stderr, "child pid %d\n", c.Process.Pid)
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"pid":%d}}`+"\n", m.ID, c.Process.Pid)
+		case m.Method == "spawn-then-flood":
+			// A child in the server's group, then a response far larger
+			// than any pipe buffer.
+			c := exec.Command("sleep", "300")
+			if err := c.Start(); err != nil {
+				return 1
+			}
+			fmt.Fprintf(os.Stderr, "child pid %d\n", c.Process.Pid)
+			out.WriteString(`{"jsonrpc":"2.0","id":`)
+			out.Write(m.ID)
+			out.WriteString(`,"result":{"text":"`)
+			chunk := strings.Repeat("x", 1<<20)
+			for range 64 {
+				if _, err := out.WriteString(chunk); err != nil {
+					return 1
+				}
+			}
+			out.WriteString("\"}}\n")
 		case m.Method == "daemon-then-exit":
 			// A daemon in its own session inherits stdout and outlives us.
 			d := exec.Command("sleep", "30")
@@ -205,7 +239,11 @@ func rawServer(mode string) int {
 			fallthrough
 		default:
 			out.WriteString(`{"jsonrpc":"2.0","id":`)
-			out.Write(m.ID)
+			if mode == "reencode" {
+				out.WriteString(reencodeID(m.ID))
+			} else {
+				out.Write(m.ID)
+			}
 			out.WriteString(`,"result":{"echo":`)
 			if len(m.Params) == 0 {
 				out.WriteString("null")
@@ -216,4 +254,45 @@ func rawServer(mode string) int {
 		}
 		out.Flush()
 	}
+}
+
+// reencodeID writes id as a different spelling of the same value.
+func reencodeID(id json.RawMessage) string {
+	switch {
+	case len(id) > 2 && id[0] == '"':
+		r, n := utf8.DecodeRune(id[1:])
+		return fmt.Sprintf(`"\u%04x%s`, r, id[1+n:])
+	case string(id) == "null":
+		return "null"
+	}
+	mant, exp, _ := strings.Cut(strings.ToLower(string(id)), "e")
+	e, _ := strconv.Atoi(exp)
+	if strings.Contains(mant, ".") {
+		return fmt.Sprintf("%s0e%d", mant, e) // 1.5 as 1.50e0
+	}
+	return fmt.Sprintf("%s0e%d", mant, e-1) // 7 as 70e-1
+}
+
+// proxyEnv makes the test binary a standalone proxy (like `mcpguard run`)
+// on its own stdin and stdout, for the test server mode it names.
+const proxyEnv = "GUARD_TEST_PROXY"
+
+func runTestProxy(mode string) int {
+	exe, err := os.Executable()
+	if err != nil {
+		return 1
+	}
+	p := &guard.Proxy{
+		Command: []string{exe},
+		Env:     append(os.Environ(), serverEnv+"="+mode, proxyEnv+"="),
+		Grace:   200 * time.Millisecond,
+		OnStart: func(pid int) { fmt.Fprintf(os.Stderr, "server pid %d\n", pid) },
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := p.Serve(ctx, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	return 0
 }

@@ -103,17 +103,25 @@ func (r *Reader) discardLine() (int, error) {
 	}
 }
 
+// More reports whether a whole message is already buffered, so that the
+// next Next will not block. A caller that relays messages queues its
+// writes while More is true and flushes when it is not (see Writer.Queue).
+func (r *Reader) More() bool {
+	b, _ := r.r.Peek(r.r.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
 // Writer writes newline-delimited messages; it is safe for concurrent use
 // and never interleaves two messages.
 type Writer struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte // message plus newline, so a small message is one write(2)
+	mu sync.Mutex
+	w  io.Writer
+	q  []byte // queued messages, each with its newline
 }
 
 // copyBelow is the size under which Write copies the message to send it
-// with its newline in one write; larger ones go out in two writes rather
-// than being copied.
+// with its newline (and what is queued) in one write; larger ones go out
+// in separate writes rather than being copied.
 const copyBelow = 64 << 10
 
 // NewWriter returns a Writer writing to w.
@@ -121,19 +129,64 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
 var newline = []byte{'\n'}
 
-// Write writes msg followed by a newline.
+// Write writes what was queued, then msg followed by a newline.
 func (w *Writer) Write(msg []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(msg) < copyBelow {
-		w.buf = append(append(w.buf[:0], msg...), '\n')
-		_, err := w.w.Write(w.buf)
+		w.q = append(append(w.q, msg...), '\n')
+		return w.flush()
+	}
+	if err := w.flush(); err != nil {
 		return err
 	}
 	if _, err := w.w.Write(msg); err != nil {
 		return err
 	}
 	_, err := w.w.Write(newline)
+	return err
+}
+
+// Queue adds msg to what the next Write or Flush sends, so that messages
+// that arrived together leave together, in one write(2). A queue over
+// copyBelow bytes is written at once.
+func (w *Writer) Queue(msg []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(msg) >= copyBelow {
+		if err := w.flush(); err != nil {
+			return err
+		}
+		if _, err := w.w.Write(msg); err != nil {
+			return err
+		}
+		_, err := w.w.Write(newline)
+		return err
+	}
+	w.q = append(append(w.q, msg...), '\n')
+	if len(w.q) >= copyBelow {
+		return w.flush()
+	}
+	return nil
+}
+
+// Flush writes what was queued.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flush()
+}
+
+func (w *Writer) flush() error {
+	if len(w.q) == 0 {
+		return nil
+	}
+	_, err := w.w.Write(w.q)
+	if cap(w.q) > shrinkAbove {
+		w.q = nil
+	} else {
+		w.q = w.q[:0]
+	}
 	return err
 }
 

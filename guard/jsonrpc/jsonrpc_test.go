@@ -54,7 +54,7 @@ func TestPeekKinds(t *testing.T) {
 	for line, want := range map[string]jsonrpc.Kind{
 		`{"jsonrpc":"2.0","id":1,"method":"m"}`:       jsonrpc.KindRequest,
 		`{"jsonrpc":"2.0","method":"m"}`:              jsonrpc.KindNotification,
-		`{"jsonrpc":"2.0","id":null,"method":"m"}`:    jsonrpc.KindNotification,
+		`{"jsonrpc":"2.0","id":null,"method":"m"}`:    jsonrpc.KindRequest,
 		`{"jsonrpc":"2.0","id":1,"result":null}`:      jsonrpc.KindResponse,
 		`{"jsonrpc":"2.0","id":1,"error":{"code":1}}`: jsonrpc.KindResponse,
 		` {"jsonrpc":"2.0","id":"x","result":{}}  `:   jsonrpc.KindResponse,
@@ -77,7 +77,7 @@ func TestPeekErrors(t *testing.T) {
 		assert.ErrorIs(t, err, want, "%q", line)
 	}
 	_, err := jsonrpc.Peek([]byte(`{"jsonrpc":`))
-	var se *json.SyntaxError
+	var se *jsonrpc.SyntaxError
 	assert.ErrorAs(t, err, &se)
 	assert.Equal(t, jsonrpc.CodeParseError, jsonrpc.ErrorCode(err))
 }

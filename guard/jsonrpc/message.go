@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 )
 
 // Standard JSON-RPC 2.0 error codes, and the ones mcpguard adds in the
@@ -74,11 +73,12 @@ func (k Kind) String() string {
 	return "invalid"
 }
 
-// Kind classifies m. A message with a method is a request (with an id) or a
-// notification (without); a message with a result or error is a response.
+// Kind classifies m. A message with a method is a request (with an id, null
+// included: servers answer it) or a notification (without); a message with a
+// result or error is a response.
 func (m *Message) Kind() Kind {
 	switch {
-	case m.Method != "" && hasID(m.ID):
+	case m.Method != "" && len(m.ID) > 0:
 		return KindRequest
 	case m.Method != "":
 		return KindNotification
@@ -100,48 +100,37 @@ var (
 	ErrNoMethodOrResult = errors.New("message has neither method nor result nor error")
 )
 
-// Parse decodes and checks one framed message. The returned error wraps one
-// of the sentinels above, or a *json.SyntaxError for malformed JSON.
+// Parse decodes and checks one framed message with the Scanner (see Scan
+// for the errors). ID, Params and Result alias line.
 func Parse(line []byte) (*Message, error) {
-	b := bytes.TrimSpace(line)
-	if len(b) == 0 || b[0] != '{' {
-		if len(b) > 0 && !json.Valid(b) {
-			return nil, fmt.Errorf("parse: %w", syntaxErr(b))
+	var sc Scanner
+	env, err := sc.Scan(line)
+	var se *SyntaxError
+	if errors.As(err, &se) || errors.Is(err, ErrNotObject) || errors.Is(err, ErrTooDeep) {
+		return nil, err
+	}
+	m := &Message{ID: json.RawMessage(env.ID.In(line)), Method: env.MethodName,
+		Params: json.RawMessage(env.Params.In(line)), Result: json.RawMessage(env.Result.In(line))}
+	if err == nil || !errors.Is(err, ErrBadVersion) {
+		m.JSONRPC = Version
+	}
+	if env.Error.Present() && err == nil {
+		var e Error
+		if uerr := json.Unmarshal(env.Error.In(line), &e); uerr != nil {
+			return m, fmt.Errorf("%w: %v", ErrBadError, uerr)
 		}
-		return nil, ErrNotObject
+		m.Error = &e
 	}
-	var m Message
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("parse: %w", err)
-	}
-	// After decoding, so the error can still go to the message's id:
-	// encoding/json replaces bad bytes with U+FFFD, a change a transparent
-	// proxy must refuse rather than make.
-	if !utf8.Valid(b) {
-		return &m, ErrInvalidUTF8
-	}
-	if m.JSONRPC != Version {
-		return &m, ErrBadVersion
-	}
-	if len(m.ID) > 0 && !validID(m.ID) {
-		return &m, ErrBadID
-	}
-	if m.Kind() == KindInvalid {
-		return &m, ErrNoMethodOrResult
-	}
-	return &m, nil
+	return m, err
 }
 
-func syntaxErr(b []byte) error {
-	var v any
-	return json.Unmarshal(b, &v)
-}
-
-// ErrorCode maps an error from Parse to the JSON-RPC code a peer should get.
+// ErrorCode maps an error from Scan or Parse to the JSON-RPC code a peer
+// should get.
 func ErrorCode(err error) int {
-	var se *json.SyntaxError
+	var se *SyntaxError
+	var jse *json.SyntaxError
 	switch {
-	case errors.As(err, &se), errors.Is(err, ErrInvalidUTF8):
+	case errors.As(err, &se), errors.As(err, &jse), errors.Is(err, ErrInvalidUTF8), errors.Is(err, ErrLoneSurrogate):
 		return CodeParseError
 	}
 	return CodeInvalidRequest
