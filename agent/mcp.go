@@ -106,15 +106,16 @@ func connectGuarded(ctx context.Context, s Server) (*session, error) {
 		stderr = io.Discard
 	}
 	p := &guard.Proxy{
-		Command: s.Command,
-		Dir:     s.Dir,
-		Env:     append(os.Environ(), s.Env...),
-		Server:  s.GuardOptions.Server,
-		Config:  setup.Name,
-		Layers:  setup.Layers,
-		Prepare: setup.Prepare,
-		Sandbox: setup.Sandbox,
-		Stderr:  stderr,
+		Command:     s.Command,
+		Dir:         s.Dir,
+		Env:         append(os.Environ(), s.Env...),
+		Server:      s.GuardOptions.Server,
+		Config:      setup.Name,
+		Layers:      setup.Layers,
+		ServerHooks: setup.ServerHooks,
+		Prepare:     setup.Prepare,
+		Sandbox:     setup.Sandbox,
+		Stderr:      stderr,
 	}
 	gs, err := guard.Open(ctx, p)
 	if err != nil {

@@ -57,6 +57,7 @@ func ProxyConnect(ctx context.Context, l Launch) (Session, error) {
 	}
 	if l.Setup != nil {
 		p.Layers = l.Setup.Layers
+		p.ServerHooks = l.Setup.ServerHooks
 		p.Prepare = append([]func(*exec.Cmd) error(nil), l.Setup.Prepare...)
 		p.Sandbox = l.Setup.Sandbox
 	}

@@ -271,17 +271,18 @@ func (g *Gateway) proxy(name, identity string) (*guard.Proxy, error) {
 		env = append(os.Environ(), sc.Env...)
 	}
 	return &guard.Proxy{
-		Command: argv,
-		Dir:     g.cfg.path(sc.Dir),
-		Env:     env,
-		Server:  name,
-		Config:  setup.Name,
-		Layers:  setup.Layers,
-		Prepare: prepare,
-		Sandbox: setup.Sandbox,
-		Stderr:  g.opt.Stderr,
-		Grace:   g.opt.Grace,
-		OnStart: func(int) { g.started.Add(1) },
+		Command:     argv,
+		Dir:         g.cfg.path(sc.Dir),
+		Env:         env,
+		Server:      name,
+		Config:      setup.Name,
+		Layers:      setup.Layers,
+		ServerHooks: setup.ServerHooks,
+		Prepare:     prepare,
+		Sandbox:     setup.Sandbox,
+		Stderr:      g.opt.Stderr,
+		Grace:       g.opt.Grace,
+		OnStart:     func(int) { g.started.Add(1) },
 	}, nil
 }
 

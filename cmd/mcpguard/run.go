@@ -126,15 +126,16 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 		fmt.Fprintln(s.err, msg)
 	}
 	return &guard.Proxy{
-		Command:    argv,
-		Server:     server,
-		Config:     setup.Name,
-		Layers:     setup.Layers,
-		Prepare:    setup.Prepare,
-		Sandbox:    setup.Sandbox,
-		Stderr:     s.err,
-		Grace:      g.grace,
-		MaxMessage: g.maxMessage,
+		Command:     argv,
+		Server:      server,
+		Config:      setup.Name,
+		Layers:      setup.Layers,
+		ServerHooks: setup.ServerHooks,
+		Prepare:     setup.Prepare,
+		Sandbox:     setup.Sandbox,
+		Stderr:      s.err,
+		Grace:       g.grace,
+		MaxMessage:  g.maxMessage,
 	}, closer, nil
 }
 

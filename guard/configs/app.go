@@ -25,11 +25,10 @@ func buildApp(o Options, s *Setup) error {
 		return err
 	}
 	lo := policy.LayerOptions{Server: o.Server, Config: s.Name, Audit: o.Audit}
-	s.Layers = append(s.Layers,
-		policy.Middleware(e, lo),
-		validate.Responses(validate.Options{Server: o.Server, Config: s.Name, Audit: o.Audit,
-			Waived: e.Waived, Pinned: e.Pinned}),
-	)
+	vo := validate.Options{Server: o.Server, Config: s.Name, Audit: o.Audit,
+		Waived: e.Waived, Pinned: e.Pinned}
+	s.Layers = append(s.Layers, policy.Middleware(e, lo), validate.Responses(vo))
+	s.ServerHooks = append(s.ServerHooks, validate.ServerHook(vo))
 	s.Prepare = append(s.Prepare, policy.EnvFilter(p, lo))
 	return nil
 }

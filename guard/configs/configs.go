@@ -57,6 +57,9 @@ type Options struct {
 type Setup struct {
 	Name   string
 	Layers []guard.Middleware
+	// ServerHooks see what the server sends on its own (L2 on
+	// notifications and server-to-client requests).
+	ServerHooks []guard.ServerHook
 	// Prepare hooks run on the server command before it starts (e.g. L1's
 	// environment allow-list).
 	Prepare []func(*exec.Cmd) error
