@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -32,9 +33,15 @@ func startIn(t *testing.T, body string) (*proctree.Group, int, io.WriteCloser) {
 	proctree.Prepare(cmd)
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
+	// An os.Pipe, not StdoutPipe: Wait (which Start's group runs when the
+	// shell exits) closes a StdoutPipe, so a shell that exits at once
+	// would close it before the pid line is read.
+	out, w, err := os.Pipe()
 	require.NoError(t, err)
+	t.Cleanup(func() { out.Close() })
+	cmd.Stdout = w
 	g, err := proctree.Start(cmd)
+	w.Close()
 	require.NoError(t, err)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(t, err)
