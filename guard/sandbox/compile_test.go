@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/bpf"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/runtime"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -162,23 +163,23 @@ func TestInodeKeyOf(t *testing.T) {
 
 func TestServerFiles(t *testing.T) {
 	dir := t.TempDir()
-	script := filepath.Join(dir, "srv", "server.py")
+	script := filepath.Join(dir, "srv", "server.sh")
 	require.NoError(t, os.MkdirAll(filepath.Dir(script), 0o755))
-	require.NoError(t, os.WriteFile(script, []byte("#!/usr/bin/python3 -u\nprint(1)\n"), 0o755))
-	files, execs := ServerFiles(script, []string{"--ws", dir})
-	assert.Equal(t, []string{script, "/usr/bin/python3"}, execs)
-	assert.Contains(t, files, FileRule{Path: filepath.Dir(script), Access: bpf.AccRead})
-
-	data := filepath.Join(dir, "data", "x.db")
-	require.NoError(t, os.MkdirAll(filepath.Dir(data), 0o755))
-	require.NoError(t, os.WriteFile(data, nil, 0o644))
-	files, execs = ServerFiles("/usr/bin/env", []string{"-B", "-u", script, data, "relative.js"})
-	assert.Equal(t, []string{"/usr/bin/env"}, execs)
-	assert.Contains(t, files, FileRule{Path: filepath.Dir(script), Access: bpf.AccRead}, "the script's directory is readable")
-	assert.Contains(t, files, FileRule{Path: dir, Access: bpf.AccRead}, "and the one above it")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh -e\necho 1\n"), 0o755))
+	res := runtime.New(runtime.Options{})
+	files, execs, argv, err := ServerFiles(context.Background(), res, runtime.Command{Argv: []string{script, "--ws", dir}, Dir: dir})
+	require.NoError(t, err)
+	assert.Equal(t, []string{script, "--ws", dir}, argv)
+	assert.Contains(t, execs, script)
+	assert.Contains(t, execs, "/bin/sh")
+	// The script's directory and the one above it (shared modules): one tree.
+	assert.Contains(t, files, FileRule{Path: dir, Access: bpf.AccRead | bpf.AccLinksOK})
 	for _, f := range files {
-		assert.NotEqual(t, filepath.Dir(data), f.Path, "a later file argument is data, not code")
+		assert.NotEqual(t, dir+"/data", f.Path, "a later argument is data, not code")
 	}
+
+	_, _, _, err = ServerFiles(context.Background(), res, runtime.Command{Argv: []string{"no-such-server-program"}, Env: []string{"PATH=" + dir}})
+	require.ErrorIs(t, err, runtime.ErrUnresolved)
 }
 
 func TestParseCgroup2Mount(t *testing.T) {
