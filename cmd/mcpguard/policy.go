@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ import (
 )
 
 const policyUsage = `Usage:
-  mcpguard policy init [--out FILE] [--server NAME] [--pin] -- CMD [ARGS...]
+  mcpguard policy init [--out FILE] [--server NAME] [--pin] [--env NAME=VALUE]... -- CMD [ARGS...]
   mcpguard policy override --audit FILE [--event N | --last] [--write DIR]
   mcpguard policy check [--var NAME=VALUE]... FILE
 
@@ -63,6 +64,9 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	server := fs.String("server", "", "server `name` recorded in the policy (default: the command's base name)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up on the server after this long")
 	pin := fs.Bool("pin", false, "pin each tool's description and schema: a later change is refused as a rug pull")
+	envs := &envList{}
+	fs.Var(envs, "env", "`NAME=VALUE` the server needs (repeatable): passed to it, added to env.allow, and a path value's\n"+
+		"directory (or the directory itself) proposed as a filesystem.write root: state files are data")
 	if err := fs.Parse(flagArgs); err != nil {
 		return err
 	}
@@ -71,11 +75,11 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	}
 	name := *server
 	if name == "" {
-		name = filepath.Base(argv[0])
+		name = serverName(argv)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	tools, err := listTools(ctx, argv, s.err)
+	tools, err := listTools(ctx, argv, append(os.Environ(), envs.kv...), s.err)
 	if err != nil {
 		return err
 	}
@@ -86,6 +90,16 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	p, err := derive(name, tools)
 	if err != nil {
 		return err
+	}
+	for _, kv := range envs.kv {
+		k, v, _ := strings.Cut(kv, "=")
+		if !slices.Contains(p.Env.Allow, k) {
+			p.Env.Allow = append(p.Env.Allow, k)
+		}
+		if root := stateRoot(v); root != "" && !slices.Contains(p.Filesystem.Write, root) {
+			p.Filesystem.Write = append(p.Filesystem.Write, root)
+			fmt.Fprintf(s.err, "%s=%s: proposed %s as a filesystem.write root (server state is data)\n", k, v, root)
+		}
 	}
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
@@ -107,8 +121,9 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 // of tools/list (following pagination) with its raw input schema. It talks
 // JSON-RPC directly so that the schemas arrive exactly as the server wrote
 // them.
-func listTools(ctx context.Context, argv []string, stderr io.Writer) ([]policy.ToolInfo, error) {
+func listTools(ctx context.Context, argv, env []string, stderr io.Writer) ([]policy.ToolInfo, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
 	cmd.Stderr = stderr
 	cmd.WaitDelay = time.Second
 	in, err := cmd.StdinPipe()
@@ -156,10 +171,8 @@ func listTools(ctx context.Context, argv []string, stderr io.Writer) ([]policy.T
 				continue // not JSON-RPC: a chatty server's log line on stdout
 			}
 			if m.Method != "" {
-				if len(m.ID) > 0 { // a server-to-client request: we support none
-					resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID,
-						"error": map[string]any{"code": -32601, "message": "not supported by mcpguard policy init"}})
-					in.Write(append(resp, '\n'))
+				if len(m.ID) > 0 { // a server-to-client request
+					in.Write(append(clientReply(m.ID, m.Method), '\n'))
 				}
 				continue
 			}
@@ -181,8 +194,11 @@ func listTools(ctx context.Context, argv []string, stderr io.Writer) ([]policy.T
 	}
 	if _, err := call("initialize", map[string]any{
 		"protocolVersion": guard.ProtocolVersion,
-		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": "mcpguard-policy-init", "version": "dev"},
+		// A client with every capability, so that servers list the tools
+		// they register only for such clients (sampling, elicitation,
+		// roots): a tool missing here is hidden and denied by L1 later.
+		"capabilities": initCapabilities,
+		"clientInfo":   map[string]any{"name": "mcpguard-policy-init", "version": "dev"},
 	}); err != nil {
 		return nil, err
 	}
@@ -215,6 +231,118 @@ func listTools(ctx context.Context, argv []string, stderr io.Writer) ([]policy.T
 		cursor = r.NextCursor
 	}
 	return nil, errors.New("tools/list: too many pages")
+}
+
+// initCapabilities are the client capabilities policy init declares.
+var initCapabilities = map[string]any{
+	"sampling":    map[string]any{},
+	"elicitation": map[string]any{},
+	"roots":       map[string]any{"listChanged": true},
+}
+
+// clientReply answers a server's request during policy init: an empty
+// roots list, and a refusal for sampling and elicitation (no model or user
+// is behind policy init), so that the server goes on listing its tools.
+func clientReply(id json.RawMessage, method string) []byte {
+	var resp []byte
+	switch method {
+	case "roots/list":
+		resp, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{"roots": []any{}}})
+	case "ping":
+		resp, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{}})
+	default:
+		resp, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+			"error": map[string]any{"code": -32601, "message": method + " is not answered by mcpguard policy init"}})
+	}
+	return resp
+}
+
+// envList collects --env NAME=VALUE flags.
+type envList struct{ kv []string }
+
+func (e *envList) String() string { return strings.Join(e.kv, " ") }
+func (e *envList) Set(s string) error {
+	k, _, ok := strings.Cut(s, "=")
+	if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+		return fmt.Errorf("want NAME=VALUE, got %q", s)
+	}
+	e.kv = append(e.kv, s)
+	return nil
+}
+
+// stateRoot is the write root a state path set by an environment variable
+// needs: the directory itself when it is one, the file's directory
+// otherwise (servers write a temporary file beside it and rename it). ""
+// for values that are not absolute paths, and never "/".
+func stateRoot(v string) string {
+	if !filepath.IsAbs(v) {
+		return ""
+	}
+	v = filepath.Clean(v)
+	if fi, err := os.Stat(v); err == nil && fi.IsDir() {
+		if v == "/" {
+			return ""
+		}
+		return v
+	}
+	d := filepath.Dir(v)
+	if d == "/" {
+		return ""
+	}
+	return d
+}
+
+// serverName names a server after what it runs, not after its
+// interpreter: the npm package of `npx PKG` or of a node entry file, a
+// script's base name, otherwise the program's.
+func serverName(argv []string) string {
+	base := filepath.Base(argv[0])
+	rest := argv[1:]
+	if base == "npm" && len(rest) > 0 {
+		rest = rest[1:]
+	}
+	for _, a := range rest {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		switch {
+		case base == "npx" || base == "npm":
+			name := a
+			if i := strings.LastIndexByte(name, '@'); i > 0 {
+				name = name[:i]
+			}
+			return name
+		case base == "node" || strings.HasPrefix(base, "python"):
+			if pkg := packageOf(a); pkg != "" {
+				return pkg
+			}
+			return strings.TrimSuffix(filepath.Base(a), filepath.Ext(a))
+		}
+		return base
+	}
+	return base
+}
+
+// packageOf is the name in the nearest package.json above file, "" when
+// there is none.
+func packageOf(file string) string {
+	real, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		return ""
+	}
+	for d := filepath.Dir(real); d != "/" && filepath.Base(d) != "node_modules"; d = filepath.Dir(d) {
+		b, err := os.ReadFile(filepath.Join(d, "package.json"))
+		if err != nil {
+			continue
+		}
+		var m struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(b, &m) == nil && m.Name != "" {
+			return m.Name
+		}
+	}
+	return ""
 }
 
 func policyOverride(s stdio, args []string) error {

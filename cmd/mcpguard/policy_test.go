@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -222,4 +223,49 @@ func TestPolicyInitPin(t *testing.T) {
 	msg, denied := guard.IsDenied(err)
 	require.True(t, denied, "%v", err)
 	assert.Contains(t, msg, "tool.rug_pull")
+}
+
+func TestServerName(t *testing.T) {
+	dir := t.TempDir()
+	entry := filepath.Join(dir, "node_modules", "@acme", "srv", "dist", "index.js")
+	require.NoError(t, os.MkdirAll(filepath.Dir(entry), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "node_modules", "@acme", "srv", "package.json"), []byte(`{"name":"@acme/srv"}`), 0o644))
+	require.NoError(t, os.WriteFile(entry, nil, 0o644))
+	for argv, want := range map[string]string{
+		"npx -y @modelcontextprotocol/server-memory@1.0 /x": "@modelcontextprotocol/server-memory",
+		"npm exec -y pkg":                 "pkg",
+		"node " + entry:                   "@acme/srv",
+		"python3 -u /srv/notes/server.py": "server",
+		"/usr/local/bin/mcp-go-server":    "mcp-go-server",
+	} {
+		assert.Equal(t, want, serverName(strings.Fields(argv)), argv)
+	}
+}
+
+func TestStateRoot(t *testing.T) {
+	dir := t.TempDir()
+	assert.Equal(t, dir, stateRoot(filepath.Join(dir, "memory.jsonl")), "a state file: its directory")
+	assert.Equal(t, dir, stateRoot(dir), "a state directory: itself")
+	assert.Equal(t, "", stateRoot("relative/x"))
+	assert.Equal(t, "", stateRoot("/memory.json"), "never /")
+}
+
+func TestClientReply(t *testing.T) {
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(clientReply(json.RawMessage(`7`), "roots/list"), &m))
+	assert.Equal(t, map[string]any{"roots": []any{}}, m["result"])
+	require.NoError(t, json.Unmarshal(clientReply(json.RawMessage(`"a"`), "sampling/createMessage"), &m))
+	assert.Contains(t, m, "error")
+}
+
+// `run` names the session after the policy's server field, not the file:
+// overrides made from its audit events then apply.
+func TestRunNamesSessionByPolicy(t *testing.T) {
+	pol := filepath.Join(t.TempDir(), "policy.json")
+	require.NoError(t, os.WriteFile(pol, []byte(`{"server":"node","tools":{}}`), 0o644))
+	g := guardFlags{config: "C-app", policy: pol, vars: varsFlag{}}
+	p, closeFn, err := g.proxy(stdio{strings.NewReader(""), io.Discard, io.Discard}, []string{"true"})
+	require.NoError(t, err)
+	defer closeFn()
+	assert.Equal(t, "node", p.Server)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/guard/policy"
 )
 
 // exitServerExited is the status of `mcpguard run` when the server ended on
@@ -79,20 +80,27 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 		}
 		logger, closer = audit.New(f), func() { f.Close() }
 	}
-	server := g.server
-	if server == "" {
-		if g.policy != "" {
-			server = strings.TrimSuffix(filepath.Base(g.policy), ".json")
-		} else {
-			server = filepath.Base(argv[0])
-		}
-	}
 	vars := map[string]string{"HOME": os.Getenv("HOME"), "TMP": os.TempDir()}
 	if wd, err := os.Getwd(); err == nil {
 		vars["WS"] = wd
 	}
 	for k, v := range g.vars {
 		vars[k] = v
+	}
+	server := g.server
+	if server == "" {
+		// The session is named after the policy's server field, whatever
+		// the file is called: audit events, and so the overrides made
+		// from them, must name the server the policy is for.
+		if g.policy != "" {
+			if p, err := policy.Load(g.policy, vars); err == nil && p.Server != "" {
+				server = p.Server
+			} else {
+				server = strings.TrimSuffix(filepath.Base(g.policy), ".json")
+			}
+		} else {
+			server = filepath.Base(argv[0])
+		}
 	}
 	setup, err := configs.Build(g.config, configs.Options{
 		Server:       server,
