@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -165,13 +166,48 @@ server could not be started (a config with L3 fails closed here), 2 for usage.`)
 		return err
 	}
 	defer closeAudit()
+	// The server's last stderr, for the report when it exits under L3.
+	tail := &tailBuffer{max: 32 << 10}
+	if p.Sandbox != nil {
+		p.Stderr = io.MultiWriter(s.err, tail)
+	}
 	if err := p.Serve(ctx, s.in, s.out); err != nil {
 		if errors.Is(err, guard.ErrServerExited) {
+			if p.Sandbox != nil {
+				var events []audit.Event
+				if d, ok := p.Sandbox.(interface{ Denied() []audit.Event }); ok {
+					events = d.Denied()
+				}
+				fmt.Fprint(s.err, configs.ExplainExit(p.Sandbox.Name(), configs.Denials(events, tail.bytes(), 8)))
+			}
 			return &exitCode{code: exitServerExited, err: err}
 		}
 		return err
 	}
 	return nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]byte(nil), t.b...)
 }
 
 func cmdCall(ctx context.Context, s stdio, args []string) error {

@@ -63,6 +63,7 @@ type Session struct {
 	execs    []bpf.InodeKey
 	nets     []bpf.NetKey
 	denied   int
+	first    []audit.Event // the first denials, for the early-exit report
 	closed   bool
 }
 
@@ -238,13 +239,27 @@ func (s *Session) read() {
 		if err != nil {
 			continue
 		}
-		s.mu.Lock()
-		s.denied++
-		s.mu.Unlock()
 		e := auditEvent(ev)
 		e.Server, e.Config = s.opts.Server, s.opts.Config
+		s.mu.Lock()
+		s.denied++
+		if len(s.first) < maxFirst {
+			s.first = append(s.first, e)
+		}
+		s.mu.Unlock()
 		s.opts.Audit.Log(e)
 	}
+}
+
+// maxFirst is how many denials Denied keeps.
+const maxFirst = 16
+
+// Denied returns the first kernel denials of the session (at most 16), for
+// the report `run` prints when the server exits early.
+func (s *Session) Denied() []audit.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]audit.Event(nil), s.first...)
 }
 
 // Denials is the number of kernel denials seen so far.
