@@ -14,15 +14,20 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/runtime"
+	"github.com/mcpguard/mcpguard/guard/sandbox"
 )
 
 const policyUsage = `Usage:
-  mcpguard policy init [--out FILE] [--server NAME] [--pin] [--env NAME=VALUE]... -- CMD [ARGS...]
+  mcpguard policy init [--out FILE] [--server NAME] [--pin] [--env NAME=VALUE]...
+                       [--learn [--call TOOL=JSON]...] -- CMD [ARGS...]
   mcpguard policy override --audit FILE [--event N | --last] [--write DIR]
   mcpguard policy check [--var NAME=VALUE]... FILE
 
@@ -67,11 +72,19 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	envs := &envList{}
 	fs.Var(envs, "env", "`NAME=VALUE` the server needs (repeatable): passed to it, added to env.allow, and a path value's\n"+
 		"directory (or the directory itself) proposed as a filesystem.write root: state files are data")
+	learn := fs.Bool("learn", false, "run the server unconfined under a file observer (fanotify; root) through initialize,\n"+
+		"tools/list and the --call calls, and propose what it loaded beyond the resolved runtime as the\n"+
+		"runtime section; data files it touched are reported, not granted")
+	calls := &callList{}
+	fs.Var(calls, "call", "`TOOL=JSON` arguments of a tools/call that --learn makes after tools/list (repeatable)")
 	if err := fs.Parse(flagArgs); err != nil {
 		return err
 	}
 	if len(argv) == 0 {
 		return fmt.Errorf("%w: no server command after --", errUsage)
+	}
+	if len(calls.c) > 0 && !*learn {
+		return fmt.Errorf("%w: --call needs --learn", errUsage)
 	}
 	name := *server
 	if name == "" {
@@ -79,7 +92,17 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	tools, err := listTools(ctx, argv, append(os.Environ(), envs.kv...), s.err)
+	env := append(os.Environ(), envs.kv...)
+	var (
+		tools   []policy.ToolInfo
+		learned *runtime.Learned
+		err     error
+	)
+	if *learn {
+		tools, learned, err = learnRuntime(ctx, argv, env, s.err, calls.c)
+	} else {
+		tools, err = listTools(ctx, argv, env, s.err)
+	}
 	if err != nil {
 		return err
 	}
@@ -99,6 +122,18 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 		if root := stateRoot(v); root != "" && !slices.Contains(p.Filesystem.Write, root) {
 			p.Filesystem.Write = append(p.Filesystem.Write, root)
 			fmt.Fprintf(s.err, "%s=%s: proposed %s as a filesystem.write root (server state is data)\n", k, v, root)
+		}
+	}
+	if learned != nil {
+		p.Runtime.Read, p.Runtime.Exec = learned.Read, learned.Exec
+		for _, r := range learned.Read {
+			fmt.Fprintf(s.err, "learned: runtime.read %s\n", r)
+		}
+		for _, x := range learned.Exec {
+			fmt.Fprintf(s.err, "learned: runtime.exec %s\n", x)
+		}
+		for _, d := range learned.Data {
+			fmt.Fprintf(s.err, "learned: data %s (reported, not granted: add a filesystem root if the server needs it)\n", d)
 		}
 	}
 	b, err := json.MarshalIndent(p, "", "  ")
@@ -122,9 +157,23 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 // JSON-RPC directly so that the schemas arrive exactly as the server wrote
 // them.
 func listTools(ctx context.Context, argv, env []string, stderr io.Writer) ([]policy.ToolInfo, error) {
+	return session(ctx, argv, env, stderr, nil, nil)
+}
+
+// learnCall is one tools/call that learn mode makes after tools/list.
+type learnCall struct {
+	tool string
+	args json.RawMessage
+}
+
+// session is listTools with the server in its own process group, onStart
+// told its pid, and calls made after tools/list (their errors reported on
+// stderr, not fatal).
+func session(ctx context.Context, argv, env []string, stderr io.Writer, onStart func(int), calls []learnCall) ([]policy.ToolInfo, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -136,6 +185,9 @@ func listTools(ctx context.Context, argv, env []string, stderr io.Writer) ([]pol
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start server: %w", err)
+	}
+	if onStart != nil {
+		onStart(cmd.Process.Pid)
 	}
 	defer func() {
 		in.Close()
@@ -226,11 +278,71 @@ func listTools(ctx context.Context, argv, env []string, stderr io.Writer) ([]pol
 		}
 		tools = append(tools, r.Tools...)
 		if r.NextCursor == "" {
+			for _, c := range calls {
+				if _, err := call("tools/call", map[string]any{"name": c.tool, "arguments": c.args}); err != nil {
+					fmt.Fprintf(stderr, "mcpguard policy init: call %s: %v\n", c.tool, err)
+				}
+			}
 			return tools, nil
 		}
 		cursor = r.NextCursor
 	}
 	return nil, errors.New("tools/list: too many pages")
+}
+
+// learnRuntime runs the server (its command resolved as L3 would start
+// it) unconfined under a fanotify observer through initialize, tools/list
+// and calls, and sorts what it opened beyond what every L3 backend grants
+// anyway (their baselines and the resolved runtime) into runtime
+// proposals and data reports.
+func learnRuntime(ctx context.Context, argv, env []string, stderr io.Writer, calls []learnCall) ([]policy.ToolInfo, *runtime.Learned, error) {
+	rt, err := runtime.New(runtime.Options{}).Resolve(ctx, runtime.Command{Argv: argv, Env: env})
+	if err != nil {
+		return nil, nil, err
+	}
+	obs, err := runtime.Observe()
+	if err != nil {
+		return nil, nil, err
+	}
+	tools, err := session(ctx, rt.Argv, env, stderr, obs.Follow, calls)
+	seen := obs.Stop()
+	if err != nil {
+		return nil, nil, err
+	}
+	var trees []string
+	for _, r := range ruleset.Runtime() {
+		// Granted by Landlock's baseline and by the BPF backend's alike.
+		if slices.ContainsFunc(sandbox.Baseline(), func(b sandbox.FileRule) bool { return under(r.Path, b.Path) }) {
+			trees = append(trees, r.Path)
+		}
+	}
+	trees = append(append(trees, rt.Read...), rt.Exec...)
+	granted := func(p string) bool {
+		return slices.ContainsFunc(trees, func(t string) bool { return under(p, t) })
+	}
+	l := runtime.Learn(seen, granted)
+	fmt.Fprintf(stderr, "mcpguard policy init --learn: %d files observed (fanotify), %d outside the runtime mcpguard resolves\n",
+		len(seen), len(l.Read)+len(l.Exec)+len(l.Data))
+	return tools, &l, nil
+}
+
+// under reports whether path is dir or below it.
+func under(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// callList collects --call TOOL=JSON flags.
+type callList struct{ c []learnCall }
+
+func (c *callList) String() string { return "" }
+func (c *callList) Set(s string) error {
+	tool, args, ok := strings.Cut(s, "=")
+	if !ok || tool == "" || !json.Valid([]byte(args)) {
+		return fmt.Errorf("want TOOL=JSON, got %q", s)
+	}
+	c.c = append(c.c, learnCall{tool: tool, args: json.RawMessage(args)})
+	return nil
 }
 
 // initCapabilities are the client capabilities policy init declares.
@@ -328,6 +440,9 @@ func serverName(argv []string) string {
 func packageOf(file string) string {
 	real, err := filepath.EvalSymlinks(file)
 	if err != nil {
+		return ""
+	}
+	if real, err = filepath.Abs(real); err != nil {
 		return ""
 	}
 	for d := filepath.Dir(real); d != "/" && filepath.Base(d) != "node_modules"; d = filepath.Dir(d) {

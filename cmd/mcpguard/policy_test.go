@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/runtime"
 	"github.com/mcpguard/mcpguard/servers"
 )
 
@@ -236,6 +239,7 @@ func TestServerName(t *testing.T) {
 		"npm exec -y pkg":                 "pkg",
 		"node " + entry:                   "@acme/srv",
 		"python3 -u /srv/notes/server.py": "server",
+		"node ./relative/entry.js":        "entry",
 		"/usr/local/bin/mcp-go-server":    "mcp-go-server",
 	} {
 		assert.Equal(t, want, serverName(strings.Fields(argv)), argv)
@@ -268,4 +272,34 @@ func TestRunNamesSessionByPolicy(t *testing.T) {
 	require.NoError(t, err)
 	defer closeFn()
 	assert.Equal(t, "node", p.Server)
+}
+
+// policy init --learn: the server runs under the observer; the data file
+// a call read is reported, not granted, and nothing the resolver already
+// grants is proposed again.
+func TestPolicyInitLearn(t *testing.T) {
+	o, err := runtime.Observe()
+	if errors.Is(err, runtime.ErrNoObserver) {
+		t.Skipf("learn mode unavailable here: %v", err)
+	}
+	require.NoError(t, err)
+	o.Stop()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	ws := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "notes"), 0o755))
+	note := filepath.Join(ws, "notes", "todo.txt")
+	require.NoError(t, os.WriteFile(note, []byte("buy tea"), 0o644))
+	out := filepath.Join(t.TempDir(), "p.json")
+	code, _, stderr := runIn(t, nil, "policy", "init", "--learn", "--call", `read_note={"name":"todo"}`, "--out", out, "--",
+		py, "../../testdata/servers/py/notes/server.py", "--ws", ws)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "learned: data "+note+" (reported, not granted")
+	assert.NotContains(t, stderr, "learned: runtime.read", "the resolver already grants what python loads")
+	p, err := policy.Load(out, map[string]string{"WS": ws})
+	require.NoError(t, err)
+	assert.Empty(t, p.Runtime.Read)
+	assert.NotContains(t, p.Filesystem.Write, filepath.Dir(note))
 }

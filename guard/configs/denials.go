@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/runtime"
 )
 
 // Denial is one thing L3 denied (or, where the backend cannot say, what
@@ -108,33 +109,10 @@ func allowLine(kind, target string) string {
 	case "write":
 		return fmt.Sprintf(`"filesystem": {"write": [%q]}`, dataRoot(target))
 	}
-	if isCode(target) {
-		return fmt.Sprintf(`"runtime": {"read": [%q]}`, codeRoot(target))
+	if runtime.IsCode(target) {
+		return fmt.Sprintf(`"runtime": {"read": [%q]}`, runtime.CodeRoot(target))
 	}
 	return fmt.Sprintf(`"filesystem": {"read": [%q]}   (or "runtime": {"read": [...]} if it is code the server loads)`, dataRoot(target))
-}
-
-var codeExt = regexp.MustCompile(`\.(js|mjs|cjs|json|node|py|pyc|so|pth|cfg|wasm)$`)
-
-func isCode(p string) bool {
-	return strings.Contains(p, "/node_modules/") || strings.Contains(p, "/site-packages/") ||
-		strings.Contains(p, "/lib/python") || codeExt.MatchString(p)
-}
-
-// codeRoot is the package or prefix directory a code file belongs to: up
-// to the directory below node_modules (and the scope) or site-packages.
-func codeRoot(p string) string {
-	for _, marker := range []string{"/node_modules/", "/site-packages/"} {
-		if i := strings.LastIndex(p, marker); i >= 0 {
-			rest := strings.SplitN(p[i+len(marker):], "/", 3)
-			n := 1
-			if strings.HasPrefix(rest[0], "@") && len(rest) > 1 {
-				n = 2
-			}
-			return p[:i+len(marker)] + strings.Join(rest[:min(n, len(rest))], "/")
-		}
-	}
-	return filepath.Dir(p)
 }
 
 // dataRoot is the directory to grant for a data path.

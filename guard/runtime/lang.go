@@ -196,7 +196,7 @@ func packageRoot(dir string) string {
 				return d
 			}
 		}
-		if d == "/" || filepath.Base(d) == "node_modules" {
+		if filepath.Dir(d) == d || filepath.Base(d) == "node_modules" {
 			return ""
 		}
 	}
@@ -238,7 +238,7 @@ func resolvePackage(pkg, name string, nodePath []string) string {
 		if filepath.Base(d) != "node_modules" {
 			dirs = append(dirs, filepath.Join(d, "node_modules"))
 		}
-		if d == "/" {
+		if filepath.Dir(d) == d {
 			break
 		}
 	}
