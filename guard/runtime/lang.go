@@ -158,7 +158,9 @@ func nodeRuntime(node, code string, env []string, g *grants) bool {
 		return false
 	}
 	root := packageRoot(filepath.Dir(real))
-	if root == "" {
+	if root == "" || !g.read(root, "node package") {
+		// No package, or one the resolver will not grant (a stray
+		// package.json in $HOME): the code directory rule applies.
 		return false
 	}
 	seen := map[string]bool{}

@@ -223,25 +223,27 @@ func (g *grants) exec(p, why string) {
 	}
 }
 
-func (g *grants) read(p, why string) {
+// read grants the tree p read-only; it reports whether it did.
+func (g *grants) read(p, why string) bool {
 	if p == "" || !filepath.IsAbs(p) {
-		return
+		return false
 	}
 	p = filepath.Clean(p)
 	if _, err := os.Stat(p); err != nil {
-		return
+		return false
 	}
 	if p == "/" || (g.home != "" && within(g.home, p)) {
 		g.note("%s %s not granted: it holds $HOME or the whole file system", why, p)
-		return
+		return false
 	}
 	g.rt.Read = append(g.rt.Read, p)
 	if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
 		if real == "/" || (g.home != "" && within(g.home, real)) {
-			return
+			return true
 		}
 		g.rt.Read = append(g.rt.Read, real)
 	}
+	return true
 }
 
 // compactTrees drops duplicates and paths inside another path of the

@@ -240,3 +240,17 @@ func FuzzNpxSpec(f *testing.F) {
 		envTarget(argv)
 	})
 }
+
+// A package.json in $HOME above a script is not a package to grant: the
+// script's own directory is granted instead.
+func TestNodeStrayPackageInHome(t *testing.T) {
+	home := t.TempDir()
+	node := fakeNode(t, t.TempDir())
+	write(t, filepath.Join(home, "package.json"), `{"name":"my-home"}`, 0o644)
+	script := filepath.Join(home, "srv", "js", "server.js")
+	write(t, script, "", 0o644)
+	rt, err := New(Options{}).Resolve(context.Background(), Command{Argv: []string{node, script}, Dir: home, Env: []string{"HOME=" + home, "PATH=/usr/bin"}})
+	require.NoError(t, err)
+	assert.True(t, covered(rt.Read, filepath.Dir(script)), "%v", rt.Read)
+	assert.False(t, covered(rt.Read, home), "%v", rt.Read)
+}
