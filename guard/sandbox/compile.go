@@ -212,13 +212,40 @@ func KernelDev(stDev uint64) uint32 {
 	return unix.Major(stDev)<<20 | unix.Minor(stDev)
 }
 
-// InodeKeyOf names path's inode (following symlinks) for the kernel.
+// InodeKeyOf names path's inode (following symlinks) for the kernel: the
+// (dev, ino) pair the hooks read from the inode they are given.
+//
+// On overlayfs that is the overlay's inode, whose device is the overlay's
+// superblock. stat(2) agrees for directories, but for a file whose layers
+// are on different file systems (a container's root, the VM's $HOME
+// overlay) without xino, it reports the real inode number with a
+// per-layer pseudo device: the file's key then takes the device of its
+// directory, which stat reports as the overlay's own. (The inode number
+// is the real one on both sides; samefs and xino overlays report the
+// overlay's device already.)
 func InodeKeyOf(policyID uint64, path string) (bpf.InodeKey, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		return bpf.InodeKey{}, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	return bpf.InodeKey{Policy: policyID, Ino: st.Ino, Dev: KernelDev(st.Dev)}, nil
+	dev := st.Dev
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR && onOverlay(path) {
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			var dst unix.Stat_t
+			if dir := filepath.Dir(real); onOverlay(dir) && unix.Stat(dir, &dst) == nil {
+				dev = dst.Dev
+			}
+		}
+	}
+	return bpf.InodeKey{Policy: policyID, Ino: st.Ino, Dev: KernelDev(dev)}, nil
+}
+
+// overlayMagic is OVERLAYFS_SUPER_MAGIC.
+const overlayMagic = 0x794c7630
+
+func onOverlay(path string) bool {
+	var fs unix.Statfs_t
+	return unix.Statfs(path, &fs) == nil && fs.Type == overlayMagic
 }
 
 // ServerFiles returns the rules a server's own command needs, from the

@@ -208,3 +208,44 @@ func TestProtected(t *testing.T) {
 	long := bpf.MakeNameKey(strings.Repeat("x", 40), "")
 	assert.Equal(t, int8(0), long.Name[31], "always NUL terminated")
 }
+
+// On an overlay whose layers are on different file systems, a file's key
+// carries the overlay's device (what the hooks see on its inode), not the
+// per-layer pseudo device stat reports; a directory's key already does.
+func TestInodeKeyOnOverlay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting an overlay needs root")
+	}
+	dir := t.TempDir()
+	lower, up, mnt := filepath.Join(dir, "lower"), filepath.Join(dir, "up"), filepath.Join(dir, "mnt")
+	for _, d := range []string{lower, up, mnt} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(lower, "f"), []byte("x"), 0o644))
+	// The upper layer on a tmpfs: layers on different file systems.
+	if err := unix.Mount("tmpfs", up, "tmpfs", 0, ""); err != nil {
+		t.Skipf("cannot mount tmpfs here: %v", err)
+	}
+	defer unix.Unmount(up, unix.MNT_DETACH)
+	require.NoError(t, os.MkdirAll(filepath.Join(up, "u"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(up, "w"), 0o755))
+	opts := "lowerdir=" + lower + ",upperdir=" + filepath.Join(up, "u") + ",workdir=" + filepath.Join(up, "w")
+	if err := unix.Mount("overlay", mnt, "overlay", 0, opts); err != nil {
+		t.Skipf("cannot mount overlayfs here: %v", err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+
+	var root, file unix.Stat_t
+	require.NoError(t, unix.Stat(mnt, &root))
+	require.NoError(t, unix.Stat(filepath.Join(mnt, "f"), &file))
+	k, err := InodeKeyOf(1, filepath.Join(mnt, "f"))
+	require.NoError(t, err)
+	assert.Equal(t, KernelDev(root.Dev), k.Dev, "the overlay's device")
+	assert.Equal(t, file.Ino, k.Ino, "the real inode number, as i_ino holds it")
+	if file.Dev == root.Dev {
+		t.Log("this overlay reports one device for all (samefs or xino): nothing to correct")
+	}
+	kd, err := InodeKeyOf(1, mnt)
+	require.NoError(t, err)
+	assert.Equal(t, bpf.InodeKey{Policy: 1, Ino: root.Ino, Dev: KernelDev(root.Dev)}, kd)
+}
