@@ -164,16 +164,16 @@ func TestCompat(t *testing.T) {
 		},
 	}
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		py.launchers["/usr/bin/python3"] = []string{"/usr/bin/python3", pyScript, "--ws", wsArg}
+		py.launchers["/usr/bin/python3"] = []string{"/usr/bin/python3", "-B", pyScript, "--ws", wsArg}
 		venv := filepath.Join(t.TempDir(), "venv")
 		if out, err := exec.Command("/usr/bin/python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err == nil {
-			py.launchers["venv elsewhere"] = []string{filepath.Join(venv, "bin", "python"), pyScript, "--ws", wsArg}
+			py.launchers["venv elsewhere"] = []string{filepath.Join(venv, "bin", "python"), "-B", pyScript, "--ws", wsArg}
 		} else {
 			t.Logf("no venv cell: python3 -m venv: %v: %s", err, out)
 		}
 	}
 	if p, err := exec.LookPath("python3"); err == nil && strings.Contains(p, "/shims/") {
-		py.launchers["python3 (version manager shim)"] = []string{"python3", pyScript, "--ws", wsArg}
+		py.launchers["python3 (version manager shim)"] = []string{"python3", "-B", pyScript, "--ws", wsArg}
 	}
 	servers = append(servers, py)
 

@@ -294,7 +294,7 @@ func TestPolicyInitLearn(t *testing.T) {
 	require.NoError(t, os.WriteFile(note, []byte("buy tea"), 0o644))
 	out := filepath.Join(t.TempDir(), "p.json")
 	code, _, stderr := runIn(t, nil, "policy", "init", "--learn", "--call", `read_note={"name":"todo"}`, "--out", out, "--",
-		py, "../../testdata/servers/py/notes/server.py", "--ws", ws)
+		py, "-B", "../../testdata/servers/py/notes/server.py", "--ws", ws)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "learned: data "+note+" (reported, not granted")
 	assert.NotContains(t, stderr, "learned: runtime.read", "the resolver already grants what python loads")
