@@ -690,3 +690,41 @@ func TestEdgesIOUring(t *testing.T) {
 	assert.Equal(t, map[string]string{"uring": "ok", "uring#2": "EPERM", "uring#3": "ok", "uring#4": "EPERM"}, res,
 		"opens submitted through io_uring are checked, in the submitter and in io-wq workers")
 }
+
+// BPF rules hold on overlayfs (a container's root, the VM's $HOME): with
+// layers on different file systems, stat(2) shows a file under a per-layer
+// pseudo device while the hooks see the overlay's inode. A file granted by
+// its own rule (read) and a program granted by exec.allow, both on such an
+// overlay, must work; a sibling file must stay denied.
+func TestEdgesOverlay(t *testing.T) {
+	testenv.RequireBPF(t)
+	dir := t.TempDir()
+	lower, up, mnt := filepath.Join(dir, "lower"), filepath.Join(dir, "up"), filepath.Join(dir, "mnt")
+	for _, d := range []string{lower, up, mnt} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(lower, "granted.txt"), []byte("ok\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(lower, "other.txt"), []byte("no\n"), 0o644))
+	prog, err := os.ReadFile("/bin/true")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(lower, "true"), prog, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", up, "tmpfs", 0, ""), "upper layer on its own file system")
+	defer unix.Unmount(up, unix.MNT_DETACH)
+	require.NoError(t, os.MkdirAll(filepath.Join(up, "u"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(up, "w"), 0o755))
+	opts := "lowerdir=" + lower + ",upperdir=" + filepath.Join(up, "u") + ",workdir=" + filepath.Join(up, "w")
+	if err := unix.Mount("overlay", mnt, "overlay", 0, opts); err != nil {
+		t.Skipf("cannot mount overlayfs here: %v", err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+
+	s, _ := edgeSession(t, &policy.Policy{Server: "edge",
+		Filesystem: policy.Filesystem{Read: []string{filepath.Join(mnt, "granted.txt")}},
+		Exec:       policy.Exec{Allow: []string{filepath.Join(mnt, "true")}}})
+	res := edgeRun(t, s,
+		[]string{"read", filepath.Join(mnt, "granted.txt")},
+		[]string{"read", filepath.Join(mnt, "other.txt")},
+		[]string{"exec", filepath.Join(mnt, "true")},
+	)
+	assert.Equal(t, map[string]string{"read": "ok", "read#2": "EPERM", "exec": "ok"}, res)
+}

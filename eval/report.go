@@ -54,6 +54,11 @@ type Summary struct {
 	// Denied counts cases where the guard refused at least one call
 	// (informational only).
 	Denied int `json:"denied"`
+	// BenignNotStarted counts benign cases whose server did not even start
+	// (Result.StartError): a sandbox that kills benign servers at start is
+	// a broken setup (e.g. BPF rules on overlayfs), and the row's FPR then
+	// measures the setup, not the guard.
+	BenignNotStarted int `json:"benign_not_started,omitempty"`
 }
 
 // APR, VAPR and FPR are the table's rates.
@@ -110,6 +115,9 @@ func Summarize(config string, results []*Result, viable map[string]bool) Summary
 			if r.Verdict == FalsePositive {
 				s.FalsePositives.N++
 				cat.N++
+			}
+			if r.StartError != "" {
+				s.BenignNotStarted++
 			}
 		}
 		s.PerCategory[r.Category] = cat
@@ -203,12 +211,20 @@ func WriteTable(w io.Writer, reports []*Report) error {
 			continue
 		}
 		s := r.Summary
+		fpr := fmt.Sprintf("%s (%s)", pct(s.FPR()), s.FalsePositives)
+		if s.BenignNotStarted > 0 {
+			fpr = fmt.Sprintf("INVALID (%d/%d benign did not start)", s.BenignNotStarted, s.FalsePositives.Total)
+			notes = append(notes, fmt.Sprintf("FAILED: %s: %d of %d benign cases did not start: the setup is broken "+
+				"(the sandbox kills benign servers at start), so this row measures the setup, not the guard; "+
+				"see the cases' start_error in --json (e.g. BPF rules on overlayfs, docs/l3.md)",
+				s.Config, s.BenignNotStarted, s.FalsePositives.Total))
+		}
 		row := []string{
 			s.Config,
 			fmt.Sprintf("%s (%s)", pct(s.APR()), s.Blocked),
 			pct(s.VAPR()),
 			s.ViableBlocked.String(),
-			fmt.Sprintf("%s (%s)", pct(s.FPR()), s.FalsePositives),
+			fpr,
 		}
 		for _, c := range attackCategories() {
 			row = append(row, s.PerCategory[c].String())

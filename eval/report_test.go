@@ -55,6 +55,20 @@ func TestSummarize(t *testing.T) {
 	assert.Contains(t, out, "66.7%")
 	assert.Contains(t, out, "C-y: skipped: kernel refused")
 	assert.Contains(t, out, "C-x: 1 harness errors")
+	assert.NotContains(t, out, "INVALID")
+
+	// Benign servers that die at start: no false-positive rate, a failure.
+	broken := []*Result{
+		res("B-1", Benign, FalsePositive), res("B-2", Benign, Passed),
+	}
+	broken[0].StartError = "start server: fork/exec ./notes: operation not permitted"
+	bs := Summarize("C-ebpf", broken, viable)
+	assert.Equal(t, 1, bs.BenignNotStarted)
+	b.Reset()
+	require.NoError(t, WriteTable(&b, []*Report{{Config: "C-ebpf", Summary: bs}}))
+	assert.Contains(t, b.String(), "INVALID (1/2 benign did not start)")
+	assert.Contains(t, b.String(), "FAILED: C-ebpf: 1 of 2 benign cases did not start")
+	assert.NotContains(t, b.String(), "50.0% (1/2)", "no false-positive rate for a broken setup")
 }
 
 func TestGoldenRoundTrip(t *testing.T) {

@@ -34,3 +34,21 @@ if [ ! -x gateway/testdata/node/node_modules/.bin/conformance ] || [ ! -x gatewa
 	echo "deps: npm ci in gateway/testdata/node" >&2
 	(cd gateway/testdata/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
+
+# The compatibility suite (cmd/mcpguard/compat_test.go, docs/compat.md):
+# the official TypeScript SDK client and real servers from npm, and npx's
+# cache filled with the same servers, so that its `npx -y` cells resolve
+# without a download at test time.
+if [ ! -d testdata/compat/node_modules/@modelcontextprotocol/sdk ]; then
+	echo "deps: npm ci in testdata/compat" >&2
+	(cd testdata/compat && npm ci --no-audit --no-fund --loglevel=error)
+fi
+for p in server-filesystem server-memory server-everything server-sequential-thinking; do
+	v=$(node -p "require('./testdata/compat/package.json').dependencies['@modelcontextprotocol/$p']")
+	(cd /tmp && npm exec --yes --loglevel=error --package="@modelcontextprotocol/$p@$v" -- true) ||
+		echo "deps: could not fill npx's cache with @modelcontextprotocol/$p@$v" >&2
+done
+# A venv outside the servers' directories for the compat suite's Python cells.
+python3 -c 'import ensurepip' 2>/dev/null || /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || {
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+}

@@ -11,17 +11,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/runtime"
+	"github.com/mcpguard/mcpguard/guard/sandbox"
 )
 
 const policyUsage = `Usage:
-  mcpguard policy init [--out FILE] [--server NAME] [--pin] -- CMD [ARGS...]
+  mcpguard policy init [--out FILE] [--server NAME] [--pin] [--env NAME=VALUE]...
+                       [--learn [--call TOOL=JSON]...] -- CMD [ARGS...]
   mcpguard policy override --audit FILE [--event N | --last] [--write DIR]
   mcpguard policy check [--var NAME=VALUE]... FILE
 
@@ -63,19 +69,40 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	server := fs.String("server", "", "server `name` recorded in the policy (default: the command's base name)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up on the server after this long")
 	pin := fs.Bool("pin", false, "pin each tool's description and schema: a later change is refused as a rug pull")
+	envs := &envList{}
+	fs.Var(envs, "env", "`NAME=VALUE` the server needs (repeatable): passed to it, added to env.allow, and a path value's\n"+
+		"directory (or the directory itself) proposed as a filesystem.write root: state files are data")
+	learn := fs.Bool("learn", false, "run the server unconfined under a file observer (fanotify; root) through initialize,\n"+
+		"tools/list and the --call calls, and propose what it loaded beyond the resolved runtime as the\n"+
+		"runtime section; data files it touched are reported, not granted")
+	calls := &callList{}
+	fs.Var(calls, "call", "`TOOL=JSON` arguments of a tools/call that --learn makes after tools/list (repeatable)")
 	if err := fs.Parse(flagArgs); err != nil {
 		return err
 	}
 	if len(argv) == 0 {
 		return fmt.Errorf("%w: no server command after --", errUsage)
 	}
+	if len(calls.c) > 0 && !*learn {
+		return fmt.Errorf("%w: --call needs --learn", errUsage)
+	}
 	name := *server
 	if name == "" {
-		name = filepath.Base(argv[0])
+		name = serverName(argv)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	tools, err := listTools(ctx, argv, s.err)
+	env := append(os.Environ(), envs.kv...)
+	var (
+		tools   []policy.ToolInfo
+		learned *runtime.Learned
+		err     error
+	)
+	if *learn {
+		tools, learned, err = learnRuntime(ctx, argv, env, s.err, calls.c)
+	} else {
+		tools, err = listTools(ctx, argv, env, s.err)
+	}
 	if err != nil {
 		return err
 	}
@@ -89,6 +116,28 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	}
 	if u := policy.URLTools(p); len(u) > 0 {
 		fmt.Fprintf(s.err, "warning: %s take URLs; a redirect from an allowed host reaches any address unless L3's network rules (C-full, C-landlock) deny it (docs/policy.md#redirects)\n", strings.Join(u, ", "))
+	}
+	for _, kv := range envs.kv {
+		k, v, _ := strings.Cut(kv, "=")
+		if !slices.Contains(p.Env.Allow, k) {
+			p.Env.Allow = append(p.Env.Allow, k)
+		}
+		if root := stateRoot(v); root != "" && !slices.Contains(p.Filesystem.Write, root) {
+			p.Filesystem.Write = append(p.Filesystem.Write, root)
+			fmt.Fprintf(s.err, "%s=%s: proposed %s as a filesystem.write root (server state is data)\n", k, v, root)
+		}
+	}
+	if learned != nil {
+		p.Runtime.Read, p.Runtime.Exec = learned.Read, learned.Exec
+		for _, r := range learned.Read {
+			fmt.Fprintf(s.err, "learned: runtime.read %s\n", r)
+		}
+		for _, x := range learned.Exec {
+			fmt.Fprintf(s.err, "learned: runtime.exec %s\n", x)
+		}
+		for _, d := range learned.Data {
+			fmt.Fprintf(s.err, "learned: data %s (reported, not granted: add a filesystem root if the server needs it)\n", d)
+		}
 	}
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
@@ -110,9 +159,24 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 // of tools/list (following pagination) with its raw input schema. It talks
 // JSON-RPC directly so that the schemas arrive exactly as the server wrote
 // them.
-func listTools(ctx context.Context, argv []string, stderr io.Writer) ([]policy.ToolInfo, error) {
+func listTools(ctx context.Context, argv, env []string, stderr io.Writer) ([]policy.ToolInfo, error) {
+	return session(ctx, argv, env, stderr, nil, nil)
+}
+
+// learnCall is one tools/call that learn mode makes after tools/list.
+type learnCall struct {
+	tool string
+	args json.RawMessage
+}
+
+// session is listTools with the server in its own process group, onStart
+// told its pid, and calls made after tools/list (their errors reported on
+// stderr, not fatal).
+func session(ctx context.Context, argv, env []string, stderr io.Writer, onStart func(int), calls []learnCall) ([]policy.ToolInfo, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
 	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -124,6 +188,9 @@ func listTools(ctx context.Context, argv []string, stderr io.Writer) ([]policy.T
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start server: %w", err)
+	}
+	if onStart != nil {
+		onStart(cmd.Process.Pid)
 	}
 	defer func() {
 		in.Close()
@@ -159,10 +226,8 @@ func listTools(ctx context.Context, argv []string, stderr io.Writer) ([]policy.T
 				continue // not JSON-RPC: a chatty server's log line on stdout
 			}
 			if m.Method != "" {
-				if len(m.ID) > 0 { // a server-to-client request: we support none
-					resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID,
-						"error": map[string]any{"code": -32601, "message": "not supported by mcpguard policy init"}})
-					in.Write(append(resp, '\n'))
+				if len(m.ID) > 0 { // a server-to-client request
+					in.Write(append(clientReply(m.ID, m.Method), '\n'))
 				}
 				continue
 			}
@@ -184,8 +249,11 @@ func listTools(ctx context.Context, argv []string, stderr io.Writer) ([]policy.T
 	}
 	if _, err := call("initialize", map[string]any{
 		"protocolVersion": guard.ProtocolVersion,
-		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": "mcpguard-policy-init", "version": "dev"},
+		// A client with every capability, so that servers list the tools
+		// they register only for such clients (sampling, elicitation,
+		// roots): a tool missing here is hidden and denied by L1 later.
+		"capabilities": initCapabilities,
+		"clientInfo":   map[string]any{"name": "mcpguard-policy-init", "version": "dev"},
 	}); err != nil {
 		return nil, err
 	}
@@ -213,11 +281,186 @@ func listTools(ctx context.Context, argv []string, stderr io.Writer) ([]policy.T
 		}
 		tools = append(tools, r.Tools...)
 		if r.NextCursor == "" {
+			for _, c := range calls {
+				if _, err := call("tools/call", map[string]any{"name": c.tool, "arguments": c.args}); err != nil {
+					fmt.Fprintf(stderr, "mcpguard policy init: call %s: %v\n", c.tool, err)
+				}
+			}
 			return tools, nil
 		}
 		cursor = r.NextCursor
 	}
 	return nil, errors.New("tools/list: too many pages")
+}
+
+// learnRuntime runs the server (its command resolved as L3 would start
+// it) unconfined under a fanotify observer through initialize, tools/list
+// and calls, and sorts what it opened beyond what every L3 backend grants
+// anyway (their baselines and the resolved runtime) into runtime
+// proposals and data reports.
+func learnRuntime(ctx context.Context, argv, env []string, stderr io.Writer, calls []learnCall) ([]policy.ToolInfo, *runtime.Learned, error) {
+	rt, err := runtime.New(runtime.Options{}).Resolve(ctx, runtime.Command{Argv: argv, Env: env})
+	if err != nil {
+		return nil, nil, err
+	}
+	obs, err := runtime.Observe()
+	if err != nil {
+		return nil, nil, err
+	}
+	tools, err := session(ctx, rt.Argv, env, stderr, obs.Follow, calls)
+	seen := obs.Stop()
+	if err != nil {
+		return nil, nil, err
+	}
+	var trees []string
+	for _, r := range ruleset.Runtime() {
+		// Granted by Landlock's baseline and by the BPF backend's alike.
+		if slices.ContainsFunc(sandbox.Baseline(), func(b sandbox.FileRule) bool { return under(r.Path, b.Path) }) {
+			trees = append(trees, r.Path)
+		}
+	}
+	trees = append(append(trees, rt.Read...), rt.Exec...)
+	granted := func(p string) bool {
+		return slices.ContainsFunc(trees, func(t string) bool { return under(p, t) })
+	}
+	l := runtime.Learn(seen, granted)
+	fmt.Fprintf(stderr, "mcpguard policy init --learn: %d files observed (fanotify), %d outside the runtime mcpguard resolves\n",
+		len(seen), len(l.Read)+len(l.Exec)+len(l.Data))
+	return tools, &l, nil
+}
+
+// under reports whether path is dir or below it.
+func under(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// callList collects --call TOOL=JSON flags.
+type callList struct{ c []learnCall }
+
+func (c *callList) String() string { return "" }
+func (c *callList) Set(s string) error {
+	tool, args, ok := strings.Cut(s, "=")
+	if !ok || tool == "" || !json.Valid([]byte(args)) {
+		return fmt.Errorf("want TOOL=JSON, got %q", s)
+	}
+	c.c = append(c.c, learnCall{tool: tool, args: json.RawMessage(args)})
+	return nil
+}
+
+// initCapabilities are the client capabilities policy init declares.
+var initCapabilities = map[string]any{
+	"sampling":    map[string]any{},
+	"elicitation": map[string]any{},
+	"roots":       map[string]any{"listChanged": true},
+}
+
+// clientReply answers a server's request during policy init: an empty
+// roots list, and a refusal for sampling and elicitation (no model or user
+// is behind policy init), so that the server goes on listing its tools.
+func clientReply(id json.RawMessage, method string) []byte {
+	var resp []byte
+	switch method {
+	case "roots/list":
+		resp, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{"roots": []any{}}})
+	case "ping":
+		resp, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{}})
+	default:
+		resp, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+			"error": map[string]any{"code": -32601, "message": method + " is not answered by mcpguard policy init"}})
+	}
+	return resp
+}
+
+// envList collects --env NAME=VALUE flags.
+type envList struct{ kv []string }
+
+func (e *envList) String() string { return strings.Join(e.kv, " ") }
+func (e *envList) Set(s string) error {
+	k, _, ok := strings.Cut(s, "=")
+	if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+		return fmt.Errorf("want NAME=VALUE, got %q", s)
+	}
+	e.kv = append(e.kv, s)
+	return nil
+}
+
+// stateRoot is the write root a state path set by an environment variable
+// needs: the directory itself when it is one, the file's directory
+// otherwise (servers write a temporary file beside it and rename it). ""
+// for values that are not absolute paths, and never "/".
+func stateRoot(v string) string {
+	if !filepath.IsAbs(v) {
+		return ""
+	}
+	v = filepath.Clean(v)
+	if fi, err := os.Stat(v); err == nil && fi.IsDir() {
+		if v == "/" {
+			return ""
+		}
+		return v
+	}
+	d := filepath.Dir(v)
+	if d == "/" {
+		return ""
+	}
+	return d
+}
+
+// serverName names a server after what it runs, not after its
+// interpreter: the npm package of `npx PKG` or of a node entry file, a
+// script's base name, otherwise the program's.
+func serverName(argv []string) string {
+	base := filepath.Base(argv[0])
+	rest := argv[1:]
+	if base == "npm" && len(rest) > 0 {
+		rest = rest[1:]
+	}
+	for _, a := range rest {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		switch {
+		case base == "npx" || base == "npm":
+			name := a
+			if i := strings.LastIndexByte(name, '@'); i > 0 {
+				name = name[:i]
+			}
+			return name
+		case base == "node" || strings.HasPrefix(base, "python"):
+			if pkg := packageOf(a); pkg != "" {
+				return pkg
+			}
+			return strings.TrimSuffix(filepath.Base(a), filepath.Ext(a))
+		}
+		return base
+	}
+	return base
+}
+
+// packageOf is the name in the nearest package.json above file, "" when
+// there is none.
+func packageOf(file string) string {
+	real, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		return ""
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return ""
+	}
+	for d := filepath.Dir(real); d != "/" && filepath.Base(d) != "node_modules"; d = filepath.Dir(d) {
+		b, err := os.ReadFile(filepath.Join(d, "package.json"))
+		if err != nil {
+			continue
+		}
+		var m struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(b, &m) == nil && m.Name != "" {
+			return m.Name
+		}
+	}
+	return ""
 }
 
 func policyOverride(s stdio, args []string) error {

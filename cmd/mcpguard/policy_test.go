@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/runtime"
 	"github.com/mcpguard/mcpguard/servers"
 )
 
@@ -222,4 +226,80 @@ func TestPolicyInitPin(t *testing.T) {
 	msg, denied := guard.IsDenied(err)
 	require.True(t, denied, "%v", err)
 	assert.Contains(t, msg, "tool.rug_pull")
+}
+
+func TestServerName(t *testing.T) {
+	dir := t.TempDir()
+	entry := filepath.Join(dir, "node_modules", "@acme", "srv", "dist", "index.js")
+	require.NoError(t, os.MkdirAll(filepath.Dir(entry), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "node_modules", "@acme", "srv", "package.json"), []byte(`{"name":"@acme/srv"}`), 0o644))
+	require.NoError(t, os.WriteFile(entry, nil, 0o644))
+	for argv, want := range map[string]string{
+		"npx -y @modelcontextprotocol/server-memory@1.0 /x": "@modelcontextprotocol/server-memory",
+		"npm exec -y pkg":                 "pkg",
+		"node " + entry:                   "@acme/srv",
+		"python3 -u /srv/notes/server.py": "server",
+		"node ./relative/entry.js":        "entry",
+		"/usr/local/bin/mcp-go-server":    "mcp-go-server",
+	} {
+		assert.Equal(t, want, serverName(strings.Fields(argv)), argv)
+	}
+}
+
+func TestStateRoot(t *testing.T) {
+	dir := t.TempDir()
+	assert.Equal(t, dir, stateRoot(filepath.Join(dir, "memory.jsonl")), "a state file: its directory")
+	assert.Equal(t, dir, stateRoot(dir), "a state directory: itself")
+	assert.Equal(t, "", stateRoot("relative/x"))
+	assert.Equal(t, "", stateRoot("/memory.json"), "never /")
+}
+
+func TestClientReply(t *testing.T) {
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(clientReply(json.RawMessage(`7`), "roots/list"), &m))
+	assert.Equal(t, map[string]any{"roots": []any{}}, m["result"])
+	require.NoError(t, json.Unmarshal(clientReply(json.RawMessage(`"a"`), "sampling/createMessage"), &m))
+	assert.Contains(t, m, "error")
+}
+
+// `run` names the session after the policy's server field, not the file:
+// overrides made from its audit events then apply.
+func TestRunNamesSessionByPolicy(t *testing.T) {
+	pol := filepath.Join(t.TempDir(), "policy.json")
+	require.NoError(t, os.WriteFile(pol, []byte(`{"server":"node","tools":{}}`), 0o644))
+	g := guardFlags{config: "C-app", policy: pol, vars: varsFlag{}}
+	p, closeFn, err := g.proxy(stdio{strings.NewReader(""), io.Discard, io.Discard}, []string{"true"})
+	require.NoError(t, err)
+	defer closeFn()
+	assert.Equal(t, "node", p.Server)
+}
+
+// policy init --learn: the server runs under the observer; the data file
+// a call read is reported, not granted, and nothing the resolver already
+// grants is proposed again.
+func TestPolicyInitLearn(t *testing.T) {
+	o, err := runtime.Observe()
+	if errors.Is(err, runtime.ErrNoObserver) {
+		t.Skipf("learn mode unavailable here: %v", err)
+	}
+	require.NoError(t, err)
+	o.Stop()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	ws := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "notes"), 0o755))
+	note := filepath.Join(ws, "notes", "todo.txt")
+	require.NoError(t, os.WriteFile(note, []byte("buy tea"), 0o644))
+	out := filepath.Join(t.TempDir(), "p.json")
+	code, _, stderr := runIn(t, nil, "policy", "init", "--learn", "--call", `read_note={"name":"todo"}`, "--out", out, "--",
+		py, "-B", "../../testdata/servers/py/notes/server.py", "--ws", ws)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "learned: data "+note+" (reported, not granted")
+	assert.NotContains(t, stderr, "learned: runtime.read", "the resolver already grants what python loads")
+	p, err := policy.Load(out, map[string]string{"WS": ws})
+	require.NoError(t, err)
+	assert.Empty(t, p.Runtime.Read)
+	assert.NotContains(t, p.Filesystem.Write, filepath.Dir(note))
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -17,6 +18,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/guard/policy"
 )
 
 // exitServerExited is the status of `mcpguard run` when the server ended on
@@ -86,20 +88,27 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 		}
 		logger, closer = audit.New(f), func() { f.Close() }
 	}
-	server := g.server
-	if server == "" {
-		if g.policy != "" {
-			server = strings.TrimSuffix(filepath.Base(g.policy), ".json")
-		} else {
-			server = filepath.Base(argv[0])
-		}
-	}
 	vars := map[string]string{"HOME": os.Getenv("HOME"), "TMP": os.TempDir()}
 	if wd, err := os.Getwd(); err == nil {
 		vars["WS"] = wd
 	}
 	for k, v := range g.vars {
 		vars[k] = v
+	}
+	server := g.server
+	if server == "" {
+		// The session is named after the policy's server field, whatever
+		// the file is called: audit events, and so the overrides made
+		// from them, must name the server the policy is for.
+		if g.policy != "" {
+			if p, err := policy.Load(g.policy, vars); err == nil && p.Server != "" {
+				server = p.Server
+			} else {
+				server = strings.TrimSuffix(filepath.Base(g.policy), ".json")
+			}
+		} else {
+			server = filepath.Base(argv[0])
+		}
 	}
 	setup, err := configs.Build(g.config, configs.Options{
 		Server:       server,
@@ -170,13 +179,48 @@ closed), 1 for other errors, 2 for usage.`)
 		return err
 	}
 	defer closeAudit()
+	// The server's last stderr, for the report when it exits under L3.
+	tail := &tailBuffer{max: 32 << 10}
+	if p.Sandbox != nil {
+		p.Stderr = io.MultiWriter(s.err, tail)
+	}
 	if err := p.Serve(ctx, s.in, s.out); err != nil {
 		if errors.Is(err, guard.ErrServerExited) {
+			if p.Sandbox != nil {
+				var events []audit.Event
+				if d, ok := p.Sandbox.(interface{ Denied() []audit.Event }); ok {
+					events = d.Denied()
+				}
+				fmt.Fprint(s.err, configs.ExplainExit(p.Sandbox.Name(), configs.Denials(events, tail.bytes(), 8)))
+			}
 			return &exitCode{code: exitServerExited, err: err}
 		}
 		return err
 	}
 	return nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]byte(nil), t.b...)
 }
 
 func cmdCall(ctx context.Context, s stdio, args []string) error {

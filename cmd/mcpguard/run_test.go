@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -170,4 +171,27 @@ func TestGateExitCodes(t *testing.T) {
 	assert.Equal(t, 1, code, "comparable load: a regression")
 	code, _, _ = runIn(t, nil, "gate", "--load-ratio", "0", quietBase, busySlow)
 	assert.Equal(t, 1, code, "check turned off")
+}
+
+// A server that dies at start under Landlock: stderr names the backend,
+// what was denied and the policy line that would allow it.
+func TestRunExplainsEarlyExit(t *testing.T) {
+	if abi, err := ruleset.KernelABI(); err != nil || abi < 1 {
+		t.Skipf("Landlock not available here: %v", err)
+	}
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "private", "settings.ini")
+	require.NoError(t, os.MkdirAll(filepath.Dir(secret), 0o755))
+	require.NoError(t, os.WriteFile(secret, []byte("x"), 0o644))
+	pol := filepath.Join(dir, "policy.json")
+	require.NoError(t, os.WriteFile(pol, []byte(`{"server":"sh","tools":{}}`), 0o644))
+	// The client stays connected (its stdin never ends): the server exits first.
+	in, w := io.Pipe()
+	defer w.Close()
+	code, _, stderr := runIn(t, in, "run", "--config", "C-landlock", "--policy", pol, "--",
+		"/bin/sh", "-c", "read x < "+secret+"; exit 1")
+	assert.Equal(t, exitServerExited, code, stderr)
+	assert.Contains(t, stderr, "the server exited under L3 (landlock)")
+	assert.Contains(t, stderr, secret)
+	assert.Contains(t, stderr, `allow: "filesystem": {"read": ["`+filepath.Dir(secret)+`"]}`)
 }

@@ -1,19 +1,16 @@
 package landlock
 
 import (
-	"bufio"
-	"bytes"
-	"debug/elf"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/runtime"
 )
 
 // Options tune New. The zero value is right outside tests.
@@ -32,10 +29,11 @@ type Options struct {
 // Sandbox is the Landlock guard.Sandbox. It holds the policy's compiled
 // rules; Prepare adds the server program's own and rewrites the command.
 type Sandbox struct {
-	rules   *Rules
-	abi     int
-	wrapper string
-	note    string
+	rules    *Rules
+	resolver *runtime.Resolver
+	abi      int
+	wrapper  string
+	note     string
 }
 
 var _ guard.Sandbox = (*Sandbox)(nil)
@@ -61,7 +59,7 @@ func New(p *policy.Policy, o Options) (*Sandbox, error) {
 		if pr.Access != Exec {
 			continue
 		}
-		chain, err := interpreters(pr.Path, os.Getenv("PATH"))
+		chain, err := runtime.Interpreters(pr.Path, os.Getenv("PATH"))
 		if err != nil {
 			r.Notes = append(r.Notes, fmt.Sprintf("exec.allow %s: %v", pr.Path, err))
 			continue
@@ -76,7 +74,8 @@ func New(p *policy.Policy, o Options) (*Sandbox, error) {
 			return nil, fmt.Errorf("landlock: find the wrapper binary: %w", err)
 		}
 	}
-	return &Sandbox{rules: r, abi: abi, wrapper: w, note: o.Note}, nil
+	res := runtime.New(runtime.Options{ExtraRead: p.Runtime.Read, ExtraExec: p.Runtime.Exec})
+	return &Sandbox{rules: r, resolver: res, abi: abi, wrapper: w, note: o.Note}, nil
 }
 
 func exists(path string) bool {
@@ -105,13 +104,12 @@ func (s *Sandbox) Limits() string {
 
 // Prepare implements guard.Sandbox: it makes cmd start the wrapper, which
 // applies the rules and execve()s the server. The rules for this command
-// are the policy's plus the server program and its interpreters
-// (executable) and its code directory (readable, see codeFile).
+// are the policy's plus the runtime grants for this command (CommandRules).
 func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 	if cmd.Err != nil {
 		return fmt.Errorf("landlock prepare: %w", cmd.Err)
 	}
-	r, prog, err := s.forCommand(cmd)
+	r, argv, err := s.CommandRules(context.Background(), cmd)
 	if err != nil {
 		return err
 	}
@@ -119,224 +117,44 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{s.wrapper, ExecArg, enc, prog}, cmd.Args...)
+	args := append([]string{s.wrapper, ExecArg, enc, argv[0]}, argv...)
 	cmd.Path = s.wrapper
 	cmd.Args = args
 	return nil
 }
 
-// forCommand returns the rules for running cmd and its program's absolute path.
-func (s *Sandbox) forCommand(cmd *exec.Cmd) (*Rules, string, error) {
-	prog := cmd.Path
-	if !filepath.IsAbs(prog) {
-		base := cmd.Dir
-		if base == "" {
-			wd, err := os.Getwd()
-			if err != nil {
-				return nil, "", fmt.Errorf("landlock prepare: %w", err)
-			}
-			base = wd
-		}
-		prog = filepath.Join(base, prog)
+// CommandRules returns the rules for running cmd: the policy's plus the
+// runtime grants of guard/runtime for this command (the program, its
+// interpreter chain, its code and the trees that code loads from), and
+// the command to start in place of cmd (npx and shims resolved). The BPF
+// backend takes its runtime grants from the same resolver.
+func (s *Sandbox) CommandRules(ctx context.Context, cmd *exec.Cmd) (*Rules, []string, error) {
+	argv := append([]string{cmd.Path}, cmd.Args[1:]...)
+	if !filepath.IsAbs(cmd.Path) && len(cmd.Args) > 0 {
+		argv[0] = cmd.Args[0]
+	}
+	rt, err := s.resolver.Resolve(ctx, runtime.Command{Argv: argv, Dir: cmd.Dir, Env: cmd.Env})
+	if err != nil {
+		return nil, nil, fmt.Errorf("landlock prepare: %w", err)
 	}
 	r := *s.rules
 	r.Paths = append([]PathRule(nil), s.rules.Paths...)
-	r.Paths = append(r.Paths, PathRule{Path: prog, Access: Exec, Why: "server program"})
-	chain, err := interpreters(prog, pathEnv(cmd))
-	if err != nil {
-		return nil, "", fmt.Errorf("landlock prepare: %w", err)
-	}
-	for _, c := range chain {
-		r.Paths = append(r.Paths, PathRule{Path: c, Access: Exec, Why: "interpreter of the server program"})
-	}
-	if code := codeFile(prog, cmd.Args, cmd.Dir); code != "" {
-		home := envValue(cmd, "HOME")
-		for _, d := range []string{filepath.Dir(code), filepath.Dir(filepath.Dir(code))} {
-			if d == "/" || (home != "" && within(home, d)) {
-				r.Notes = append(r.Notes, fmt.Sprintf("server code directory %s not granted: it holds $HOME", d))
-				break
-			}
-			r.Paths = append(r.Paths, PathRule{Path: d, Access: Read, Why: "server code directory"})
-		}
-	}
-	return &r, prog, nil
+	r.Paths = append(r.Paths, RuntimeRules(rt)...)
+	r.Notes = append(append([]string(nil), s.rules.Notes...), rt.Notes...)
+	return &r, rt.Argv, nil
 }
 
-// interpreterName matches the programs whose first operand is the code
-// they run.
-var interpreterName = regexp.MustCompile(`^(python[0-9.]*|pypy[0-9.]*|node|nodejs|deno|bun|ruby|perl|php|bash|sh|dash)$`)
-
-// codeFile is the server's own code when it is not the program itself: the
-// script an interpreter runs (`python3 -u server.py`, `node server.js`), or
-// the program when it is a #! script. Its directory and that directory's
-// parent become readable: sibling modules, a shared ../lib, a package's
-// node_modules one level up.
-func codeFile(prog string, args []string, dir string) string {
-	if isScript(prog) {
-		return prog
+// RuntimeRules turns runtime grants into Landlock rules: Exec (execute
+// and read) on each program, Read on each tree.
+func RuntimeRules(rt *runtime.Runtime) []PathRule {
+	var out []PathRule
+	for _, p := range rt.Exec {
+		out = append(out, PathRule{Path: p, Access: Exec, Why: "runtime exec"})
 	}
-	if !interpreterName.MatchString(filepath.Base(prog)) {
-		return ""
+	for _, p := range rt.Read {
+		out = append(out, PathRule{Path: p, Access: Read, Why: "runtime read"})
 	}
-	return scriptOperand(args, dir)
-}
-
-func isScript(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	b := make([]byte, 2)
-	n, _ := f.Read(b)
-	return n == 2 && string(b) == "#!"
-}
-
-// within reports whether path is dir or below it.
-func within(path, dir string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
-}
-
-// pathEnv is the PATH the server will see, for `#!/usr/bin/env node`.
-func pathEnv(cmd *exec.Cmd) string { return envValue(cmd, "PATH") }
-
-// envValue is the value of name in the server's environment (the last
-// one wins, as in exec.Cmd).
-func envValue(cmd *exec.Cmd, name string) string {
-	env := cmd.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	val := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			val = v
-		}
-	}
-	return val
-}
-
-// scriptOperand returns the first non-flag argument after argv[0] when it
-// names a regular file: the script an interpreter runs.
-func scriptOperand(args []string, dir string) string {
-	for _, a := range args[min(1, len(args)):] {
-		if strings.HasPrefix(a, "-") {
-			continue
-		}
-		if !filepath.IsAbs(a) {
-			if dir == "" {
-				var err error
-				if dir, err = os.Getwd(); err != nil {
-					return ""
-				}
-			}
-			a = filepath.Join(dir, a)
-		}
-		if fi, err := os.Stat(a); err == nil && fi.Mode().IsRegular() {
-			return a
-		}
-		return ""
-	}
-	return ""
-}
-
-// interpreters returns what the kernel also executes to start path: its
-// ELF interpreter (the dynamic loader), or for a #! script the named
-// interpreter and that one's own chain. The kernel opens each with the
-// execute right, so each needs an Exec rule.
-func interpreters(path, pathEnv string) ([]string, error) {
-	return interpretersDepth(path, pathEnv, 0)
-}
-
-func interpretersDepth(path, pathEnv string, depth int) ([]string, error) {
-	// The kernel gives up after a few levels of binfmt recursion too.
-	if depth > 4 {
-		return nil, fmt.Errorf("interpreter chain of %s too deep", path)
-	}
-	next, err := interpreterOf(path, pathEnv)
-	if err != nil {
-		return nil, fmt.Errorf("interpreter of %s: %w", path, err)
-	}
-	var out []string
-	for _, n := range next {
-		out = append(out, n)
-		more, err := interpretersDepth(n, pathEnv, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, more...)
-	}
-	return out, nil
-}
-
-// interpreterOf returns the direct interpreter(s) of path: nothing for a
-// static binary, the PT_INTERP loader for a dynamic one, the #! program
-// (and, for /usr/bin/env NAME, NAME looked up in pathEnv) for a script.
-func interpreterOf(path, pathEnv string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	head := make([]byte, 256)
-	n, _ := f.Read(head)
-	head = head[:n]
-	switch {
-	case bytes.HasPrefix(head, []byte("\x7fELF")):
-		ef, err := elf.NewFile(f)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range ef.Progs {
-			if p.Type != elf.PT_INTERP {
-				continue
-			}
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err != nil {
-				return nil, fmt.Errorf("read PT_INTERP: %w", err)
-			}
-			return []string{string(bytes.TrimRight(b, "\x00"))}, nil
-		}
-		return nil, nil
-	case bytes.HasPrefix(head, []byte("#!")):
-		line, _, _ := bufio.NewReader(bytes.NewReader(head[2:])).ReadLine()
-		fields := strings.Fields(string(line))
-		if len(fields) == 0 {
-			return nil, fmt.Errorf("empty #! line")
-		}
-		out := []string{fields[0]}
-		if filepath.Base(fields[0]) == "env" {
-			for _, f := range fields[1:] {
-				if strings.HasPrefix(f, "-") || strings.Contains(f, "=") {
-					continue
-				}
-				found, err := lookPath(f, pathEnv)
-				if err != nil {
-					return nil, err
-				}
-				// env runs NAME from PATH: NAME executes too.
-				out = append(out, found)
-				break
-			}
-		}
-		return out, nil
-	}
-	return nil, nil
-}
-
-// lookPath finds name in the given PATH, the one the server will have.
-func lookPath(name, pathEnv string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found in PATH %q", name, pathEnv)
+	return out
 }
 
 // Started implements guard.Sandbox. The domain is already on the process.

@@ -84,7 +84,7 @@ func hideTools(e *Engine, o LayerOptions, resp *guard.Response) *guard.Response 
 // the guard's when the command has none). The names it drops, never their
 // values, are logged as one rewrite event.
 func EnvFilter(p *Policy, o LayerOptions) func(*exec.Cmd) error {
-	allow := append([]string(nil), p.Env.Allow...)
+	allow := append(append([]string(nil), p.Env.Allow...), p.Runtime.Env...)
 	return func(cmd *exec.Cmd) error {
 		env := cmd.Env
 		if env == nil {

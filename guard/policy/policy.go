@@ -6,8 +6,12 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+
+	"path/filepath"
+	"regexp"
 
 	"github.com/mcpguard/mcpguard/internal/placeholder"
 )
@@ -34,7 +38,53 @@ type Policy struct {
 	Workdir string `json:"workdir,omitempty"`
 	// Home expands a leading "~" in path arguments, as servers do.
 	Home string `json:"home,omitempty"`
+	// Runtime is what the server needs to run, beyond what mcpguard
+	// resolves itself (guard/runtime): granted by L3 alone, read/execute
+	// only, never admitted for tool arguments.
+	Runtime Runtime `json:"runtime,omitzero"`
 }
+
+// Runtime holds runtime grants: code and programs the server loads or
+// runs, not data its tools work on. State files a server keeps at a path
+// set by an environment variable are data: they belong in Filesystem.
+type Runtime struct {
+	// Read lists trees the server's runtime reads (an interpreter's prefix
+	// that the resolver cannot find, a plugin directory).
+	Read []string `json:"read,omitempty"`
+	// Exec lists programs the server runs as part of its runtime (a
+	// helper binary), never what tools may name (that is Exec).
+	Exec []string `json:"exec,omitempty"`
+	// Env lists environment variables the server needs to run (NODE_PATH,
+	// PYTHONPATH, a version manager's PYENV_VERSION); they join Env.Allow
+	// for the server process.
+	Env []string `json:"env,omitempty"`
+}
+
+// ErrBadRuntime wraps every reason a runtime section is refused.
+var ErrBadRuntime = errors.New("bad runtime section")
+
+// Validate checks the runtime section: absolute paths other than "/", and
+// variable names (or NAME* prefixes) for env.
+func (r Runtime) Validate() error {
+	for _, list := range [][]string{r.Read, r.Exec} {
+		for _, p := range list {
+			if !filepath.IsAbs(p) {
+				return fmt.Errorf("%w: path %q is not absolute", ErrBadRuntime, p)
+			}
+			if filepath.Clean(p) == "/" {
+				return fmt.Errorf("%w: / is not a runtime tree", ErrBadRuntime)
+			}
+		}
+	}
+	for _, e := range r.Env {
+		if !envName.MatchString(e) {
+			return fmt.Errorf("%w: env %q is not a variable name (or NAME*)", ErrBadRuntime, e)
+		}
+	}
+	return nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*\*?$`)
 
 // Tool holds the constraints on one tool's arguments.
 type Tool struct {
@@ -155,6 +205,9 @@ func Parse(b []byte, vars map[string]string) (*Policy, error) {
 	}
 	var p Policy
 	if err := decodeStrict(expanded, &p); err != nil {
+		return nil, fmt.Errorf("parse policy: %w", err)
+	}
+	if err := p.Runtime.Validate(); err != nil {
 		return nil, fmt.Errorf("parse policy: %w", err)
 	}
 	return &p, nil

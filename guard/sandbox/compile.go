@@ -3,8 +3,6 @@
 package sandbox
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/bpf"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/runtime"
 )
 
 // FileRule admits a file or directory tree (by its inode: a directory
@@ -216,77 +214,65 @@ func KernelDev(stDev uint64) uint32 {
 	return unix.Major(stDev)<<20 | unix.Minor(stDev)
 }
 
-// InodeKeyOf names path's inode (following symlinks) for the kernel.
+// InodeKeyOf names path's inode (following symlinks) for the kernel: the
+// (dev, ino) pair the hooks read from the inode they are given.
+//
+// On overlayfs that is the overlay's inode, whose device is the overlay's
+// superblock. stat(2) agrees for directories, but for a file whose layers
+// are on different file systems (a container's root, the VM's $HOME
+// overlay) without xino, it reports the real inode number with a
+// per-layer pseudo device: the file's key then takes the device of its
+// directory, which stat reports as the overlay's own. (The inode number
+// is the real one on both sides; samefs and xino overlays report the
+// overlay's device already.)
 func InodeKeyOf(policyID uint64, path string) (bpf.InodeKey, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		return bpf.InodeKey{}, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	return bpf.InodeKey{Policy: policyID, Ino: st.Ino, Dev: KernelDev(st.Dev)}, nil
-}
-
-// ServerFiles returns the rules a server's own command needs: its
-// executable (and a script's interpreter) may run, and the directory of the
-// executable and, when the first argument is a script (server.py,
-// server.js), the script's directory and the one above it (shared modules)
-// are readable, so the interpreter can load the server's code.
-func ServerFiles(path string, args []string) (files []FileRule, exec []string) {
-	add := func(p string) {
-		if !slices.Contains(exec, p) {
-			exec = append(exec, p)
-			files = append(files, FileRule{Path: p, Access: bpf.AccRead | bpf.AccLinksOK})
-		}
-	}
-	addDir := func(d string) {
-		for _, f := range files {
-			if f.Path == d {
-				return
+	dev := st.Dev
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR && onOverlay(path) {
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			var dst unix.Stat_t
+			if dir := filepath.Dir(real); onOverlay(dir) && unix.Stat(dir, &dst) == nil {
+				dev = dst.Dev
 			}
 		}
-		files = append(files, FileRule{Path: d, Access: bpf.AccRead})
 	}
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
+	return bpf.InodeKey{Policy: policyID, Ino: st.Ino, Dev: KernelDev(dev)}, nil
+}
+
+// overlayMagic is OVERLAYFS_SUPER_MAGIC.
+const overlayMagic = 0x794c7630
+
+func onOverlay(path string) bool {
+	var fs unix.Statfs_t
+	return unix.Statfs(path, &fs) == nil && fs.Type == overlayMagic
+}
+
+// ServerFiles returns the rules a server's own command needs, from the
+// runtime resolver that the Landlock backend uses too: each program of
+// the runtime may run (and be read), each runtime tree is readable (hard
+// links inside allowed: package stores such as pnpm's link files). It
+// also returns the command to start (npx and shims resolved).
+func ServerFiles(ctx context.Context, r *runtime.Resolver, c runtime.Command) (files []FileRule, exec []string, argv []string, err error) {
+	rt, err := r.Resolve(ctx, c)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	add(path)
-	addDir(filepath.Dir(path))
-	if interp := shebang(path); interp != "" {
-		add(interp)
+	files, exec = RuntimeFiles(rt)
+	return files, exec, rt.Argv, nil
+}
+
+// RuntimeFiles turns runtime grants into kernel rules.
+func RuntimeFiles(rt *runtime.Runtime) (files []FileRule, exec []string) {
+	for _, p := range rt.Exec {
+		exec = append(exec, p)
+		files = append(files, FileRule{Path: p, Access: bpf.AccRead | bpf.AccLinksOK})
 	}
-	// The script an interpreter runs comes first (python3 server.py ...);
-	// later arguments are data (a workspace, a database), whose
-	// directories must stay under the policy.
-	// (python3 -B -u server.py: interpreter flags come before it).
-	i := 0
-	for i < len(args) && strings.HasPrefix(args[i], "-") {
-		i++
-	}
-	if i < len(args) && filepath.IsAbs(args[i]) {
-		if st, err := os.Stat(args[i]); err == nil && st.Mode().IsRegular() {
-			dir := filepath.Dir(args[i])
-			addDir(dir)
-			// Servers share code one level up (py/lib, js/lib).
-			addDir(filepath.Dir(dir))
-		}
+	for _, p := range rt.Read {
+		files = append(files, FileRule{Path: p, Access: bpf.AccRead | bpf.AccLinksOK})
 	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	return files, exec
-}
-
-// shebang returns the interpreter of a "#!" script, "" otherwise.
-func shebang(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	line, _ := bufio.NewReader(f).ReadSlice('\n')
-	if !bytes.HasPrefix(line, []byte("#!")) {
-		return ""
-	}
-	fields := strings.Fields(string(line[2:]))
-	if len(fields) == 0 {
-		return ""
-	}
-	return fields[0]
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/bpf"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/runtime"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -164,23 +165,23 @@ func TestInodeKeyOf(t *testing.T) {
 
 func TestServerFiles(t *testing.T) {
 	dir := t.TempDir()
-	script := filepath.Join(dir, "srv", "server.py")
+	script := filepath.Join(dir, "srv", "server.sh")
 	require.NoError(t, os.MkdirAll(filepath.Dir(script), 0o755))
-	require.NoError(t, os.WriteFile(script, []byte("#!/usr/bin/python3 -u\nprint(1)\n"), 0o755))
-	files, execs := ServerFiles(script, []string{"--ws", dir})
-	assert.Equal(t, []string{script, "/usr/bin/python3"}, execs)
-	assert.Contains(t, files, FileRule{Path: filepath.Dir(script), Access: bpf.AccRead})
-
-	data := filepath.Join(dir, "data", "x.db")
-	require.NoError(t, os.MkdirAll(filepath.Dir(data), 0o755))
-	require.NoError(t, os.WriteFile(data, nil, 0o644))
-	files, execs = ServerFiles("/usr/bin/env", []string{"-B", "-u", script, data, "relative.js"})
-	assert.Equal(t, []string{"/usr/bin/env"}, execs)
-	assert.Contains(t, files, FileRule{Path: filepath.Dir(script), Access: bpf.AccRead}, "the script's directory is readable")
-	assert.Contains(t, files, FileRule{Path: dir, Access: bpf.AccRead}, "and the one above it")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh -e\necho 1\n"), 0o755))
+	res := runtime.New(runtime.Options{})
+	files, execs, argv, err := ServerFiles(context.Background(), res, runtime.Command{Argv: []string{script, "--ws", dir}, Dir: dir})
+	require.NoError(t, err)
+	assert.Equal(t, []string{script, "--ws", dir}, argv)
+	assert.Contains(t, execs, script)
+	assert.Contains(t, execs, "/bin/sh")
+	// The script's directory and the one above it (shared modules): one tree.
+	assert.Contains(t, files, FileRule{Path: dir, Access: bpf.AccRead | bpf.AccLinksOK})
 	for _, f := range files {
-		assert.NotEqual(t, filepath.Dir(data), f.Path, "a later file argument is data, not code")
+		assert.NotEqual(t, dir+"/data", f.Path, "a later argument is data, not code")
 	}
+
+	_, _, _, err = ServerFiles(context.Background(), res, runtime.Command{Argv: []string{"no-such-server-program"}, Env: []string{"PATH=" + dir}})
+	require.ErrorIs(t, err, runtime.ErrUnresolved)
 }
 
 func TestParseCgroup2Mount(t *testing.T) {
@@ -208,4 +209,45 @@ func TestProtected(t *testing.T) {
 	assert.Equal(t, int8(0), k.Name[7], "zero padded, as the kernel's bpf_probe_read_kernel_str leaves it")
 	long := bpf.MakeNameKey(strings.Repeat("x", 40), "")
 	assert.Equal(t, int8(0), long.Name[31], "always NUL terminated")
+}
+
+// On an overlay whose layers are on different file systems, a file's key
+// carries the overlay's device (what the hooks see on its inode), not the
+// per-layer pseudo device stat reports; a directory's key already does.
+func TestInodeKeyOnOverlay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting an overlay needs root")
+	}
+	dir := t.TempDir()
+	lower, up, mnt := filepath.Join(dir, "lower"), filepath.Join(dir, "up"), filepath.Join(dir, "mnt")
+	for _, d := range []string{lower, up, mnt} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(lower, "f"), []byte("x"), 0o644))
+	// The upper layer on a tmpfs: layers on different file systems.
+	if err := unix.Mount("tmpfs", up, "tmpfs", 0, ""); err != nil {
+		t.Skipf("cannot mount tmpfs here: %v", err)
+	}
+	defer unix.Unmount(up, unix.MNT_DETACH)
+	require.NoError(t, os.MkdirAll(filepath.Join(up, "u"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(up, "w"), 0o755))
+	opts := "lowerdir=" + lower + ",upperdir=" + filepath.Join(up, "u") + ",workdir=" + filepath.Join(up, "w")
+	if err := unix.Mount("overlay", mnt, "overlay", 0, opts); err != nil {
+		t.Skipf("cannot mount overlayfs here: %v", err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+
+	var root, file unix.Stat_t
+	require.NoError(t, unix.Stat(mnt, &root))
+	require.NoError(t, unix.Stat(filepath.Join(mnt, "f"), &file))
+	k, err := InodeKeyOf(1, filepath.Join(mnt, "f"))
+	require.NoError(t, err)
+	assert.Equal(t, KernelDev(root.Dev), k.Dev, "the overlay's device")
+	assert.Equal(t, file.Ino, k.Ino, "the real inode number, as i_ino holds it")
+	if file.Dev == root.Dev {
+		t.Log("this overlay reports one device for all (samefs or xino): nothing to correct")
+	}
+	kd, err := InodeKeyOf(1, mnt)
+	require.NoError(t, err)
+	assert.Equal(t, bpf.InodeKey{Policy: 1, Ino: root.Ino, Dev: KernelDev(root.Dev)}, kd)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/runtime"
 )
 
 // DefaultPinRoot is where the programs' links and maps are pinned.
@@ -48,21 +49,24 @@ type Options struct {
 
 // Session confines one server process tree. It implements guard.Sandbox.
 type Session struct {
-	opts   Options
-	pol    *policy.Policy
-	objs   *bpf.Objects
-	rules  Rules
-	cg     *cgroup
-	id     uint64 // policy id: the session cgroup's id
-	rb     *ebpf.Map
-	rd     *ringbuf.Reader
-	done   chan struct{}
-	mu     sync.Mutex
-	keys   []bpf.InodeKey // fs_rules entries written
-	execs  []bpf.InodeKey
-	nets   []bpf.NetKey
-	denied int
-	closed bool
+	opts  Options
+	pol   *policy.Policy
+	objs  *bpf.Objects
+	rules Rules
+	// resolver gives the server's runtime grants (shared with Landlock).
+	resolver *runtime.Resolver
+	cg       *cgroup
+	id       uint64 // policy id: the session cgroup's id
+	rb       *ebpf.Map
+	rd       *ringbuf.Reader
+	done     chan struct{}
+	mu       sync.Mutex
+	keys     []bpf.InodeKey // fs_rules entries written
+	execs    []bpf.InodeKey
+	nets     []bpf.NetKey
+	denied   int
+	first    []audit.Event // the first denials, for the early-exit report
+	closed   bool
 }
 
 var _ guard.Sandbox = (*Session)(nil)
@@ -83,7 +87,8 @@ func New(ctx context.Context, p *policy.Policy, o Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Session{opts: o, pol: p, objs: objs, rules: rules}, nil
+	res := runtime.New(runtime.Options{ExtraRead: p.Runtime.Read, ExtraExec: p.Runtime.Exec})
+	return &Session{opts: o, pol: p, objs: objs, rules: rules, resolver: res}, nil
 }
 
 // open attaches (after a preflight) or opens the pinned programs' maps.
@@ -153,9 +158,17 @@ func (s *Session) load(cmd *exec.Cmd) error {
 	files := append(Baseline(), s.rules.Files...)
 	execs := s.rules.Exec
 	if cmd != nil {
-		f, e := ServerFiles(cmd.Path, cmd.Args[1:])
+		argv := append([]string{cmd.Path}, cmd.Args[1:]...)
+		if !filepath.IsAbs(cmd.Path) && len(cmd.Args) > 0 {
+			argv[0] = cmd.Args[0]
+		}
+		f, e, run, err := ServerFiles(context.Background(), s.resolver, runtime.Command{Argv: argv, Dir: cmd.Dir, Env: cmd.Env})
+		if err != nil {
+			return fmt.Errorf("ebpf prepare: %w", err)
+		}
 		files = append(files, f...)
 		execs = append(execs, e...)
+		cmd.Path, cmd.Args = run[0], run
 	}
 	acc := map[bpf.InodeKey]uint32{}
 	for _, f := range files {
@@ -228,13 +241,27 @@ func (s *Session) read() {
 		if err != nil {
 			continue
 		}
-		s.mu.Lock()
-		s.denied++
-		s.mu.Unlock()
 		e := auditEvent(ev)
 		e.Server, e.Config = s.opts.Server, s.opts.Config
+		s.mu.Lock()
+		s.denied++
+		if len(s.first) < maxFirst {
+			s.first = append(s.first, e)
+		}
+		s.mu.Unlock()
 		s.opts.Audit.Log(e)
 	}
+}
+
+// maxFirst is how many denials Denied keeps.
+const maxFirst = 16
+
+// Denied returns the first kernel denials of the session (at most 16), for
+// the report `run` prints when the server exits early.
+func (s *Session) Denied() []audit.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]audit.Event(nil), s.first...)
 }
 
 // Denials is the number of kernel denials seen so far.

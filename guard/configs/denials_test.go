@@ -1,0 +1,60 @@
+package configs
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/guard/audit"
+)
+
+func TestDenialsFromStderr(t *testing.T) {
+	stderr := []byte(`node:internal/modules/esm/resolve:283
+Error [ERR_MODULE_NOT_FOUND]: Cannot find module '/p/node_modules/@modelcontextprotocol/sdk/server/mcp.js' imported from /p/node_modules/@x/y/dist/index.js
+Error: EACCES: permission denied, open '/data/state/memory.jsonl.tmp'
+Error: EACCES: permission denied, mkdir '/data/out'
+PermissionError: [Errno 13] Permission denied: '/srv/conf/settings.ini'
+Error: connect EACCES 10.0.0.7:443
+Error: EACCES: permission denied, open '/data/state/memory.jsonl.tmp'
+`)
+	ds := Denials(nil, stderr, 10)
+	require.Len(t, ds, 5, "%+v", ds)
+	assert.Equal(t, Denial{Kind: "open", Target: "/p/node_modules/@modelcontextprotocol/sdk/server/mcp.js", From: "server stderr",
+		Allow: `"runtime": {"read": ["/p/node_modules/@modelcontextprotocol/sdk"]}`}, ds[0])
+	assert.Equal(t, "open", ds[1].Kind)
+	assert.Contains(t, ds[1].Allow, `"filesystem": {"read": ["/data/state"]}`)
+	assert.Equal(t, "write", ds[2].Kind)
+	assert.Equal(t, `"filesystem": {"write": ["/data"]}`, ds[2].Allow)
+	assert.Equal(t, "/srv/conf/settings.ini", ds[3].Target)
+	assert.Equal(t, Denial{Kind: "connect", Target: "10.0.0.7:443", From: "server stderr",
+		Allow: `"network": {"allow": [{"host": "10.0.0.7", "ports": [443]}]}`}, ds[4])
+	assert.Len(t, Denials(nil, stderr, 2), 2, "at most max")
+}
+
+func TestDenialsFromKernel(t *testing.T) {
+	ev := []audit.Event{
+		{Layer: "L3", Decision: audit.Deny, Rule: "exec.denied", Target: "/usr/bin/curl"},
+		{Layer: "L3", Decision: audit.Deny, Rule: "file.open_denied", Target: "/home/u/.npmrc", Reason: "npm opened /home/u/.npmrc for read outside the policy's roots"},
+		{Layer: "L1", Decision: audit.Deny, Rule: "path.outside_roots", Target: "/etc/passwd"},
+	}
+	ds := Denials(ev, []byte("Error: EACCES: permission denied, open '/home/u/.npmrc'\n"), 10)
+	require.Len(t, ds, 2, "L3 kernel events only, and each target once")
+	assert.Equal(t, Denial{Kind: "exec", Target: "/usr/bin/curl", From: "kernel", Allow: `"runtime": {"exec": ["/usr/bin/curl"]}`}, ds[0])
+	assert.Equal(t, "kernel", ds[1].From)
+	out := ExplainExit("ebpf", ds)
+	assert.Contains(t, out, "under L3 (ebpf)")
+	assert.Contains(t, out, `allow: "runtime": {"exec": ["/usr/bin/curl"]}`)
+	assert.Contains(t, ExplainExit("landlock", nil), "No denial was observed")
+}
+
+func FuzzDenials(f *testing.F) {
+	f.Add([]byte("Error: EACCES: permission denied, open '/x/y'\nconnect EPERM [::1]:80"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, d := range Denials(nil, b, 5) {
+			if d.Target == "" || d.Allow == "" {
+				t.Fatalf("empty denial %+v", d)
+			}
+		}
+	})
+}

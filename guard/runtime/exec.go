@@ -1,0 +1,179 @@
+package runtime
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Interpreters returns what the kernel also executes to start path: its
+// ELF interpreter (the dynamic loader), or for a #! script the named
+// interpreter (for `#!/usr/bin/env NAME`, also NAME as found in pathEnv)
+// and that one's own chain. Each needs the execute right.
+func Interpreters(path, pathEnv string) ([]string, error) {
+	return interpretersDepth(path, pathEnv, 0)
+}
+
+func interpretersDepth(path, pathEnv string, depth int) ([]string, error) {
+	// The kernel gives up after a few levels of binfmt recursion too.
+	if depth > 4 {
+		return nil, fmt.Errorf("interpreter chain of %s too deep", path)
+	}
+	next, err := interpreterOf(path, pathEnv)
+	if err != nil {
+		return nil, fmt.Errorf("interpreter of %s: %w", path, err)
+	}
+	var out []string
+	for _, n := range next {
+		out = append(out, n)
+		more, err := interpretersDepth(n, pathEnv, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// interpreterOf returns the direct interpreter(s) of path: nothing for a
+// static binary, the PT_INTERP loader for a dynamic one, the #! program
+// (and, for env NAME, NAME looked up in pathEnv) for a script.
+func interpreterOf(path, pathEnv string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	head := make([]byte, 256)
+	n, _ := f.Read(head)
+	head = head[:n]
+	switch {
+	case bytes.HasPrefix(head, []byte("\x7fELF")):
+		ef, err := elf.NewFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ef.Progs {
+			if p.Type != elf.PT_INTERP {
+				continue
+			}
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err != nil {
+				return nil, fmt.Errorf("read PT_INTERP: %w", err)
+			}
+			return []string{string(bytes.TrimRight(b, "\x00"))}, nil
+		}
+		return nil, nil
+	case bytes.HasPrefix(head, []byte("#!")):
+		line, _, _ := bufio.NewReader(bytes.NewReader(head[2:])).ReadLine()
+		fields := strings.Fields(string(line))
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("empty #! line")
+		}
+		out := []string{fields[0]}
+		if filepath.Base(fields[0]) == "env" {
+			if name := envTarget(fields[1:]); name != "" {
+				found, err := lookPath(name, pathEnv, "/")
+				if err != nil {
+					return nil, err
+				}
+				// env runs NAME from PATH: NAME executes too.
+				out = append(out, found)
+			}
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+// directInterpreter is the program that reads the script at path: the
+// #! program, or for `#!/usr/bin/env NAME` NAME as found in pathEnv.
+func directInterpreter(path, pathEnv string) (string, error) {
+	next, err := interpreterOf(path, pathEnv)
+	if err != nil || len(next) == 0 {
+		return "", err
+	}
+	return next[len(next)-1], nil
+}
+
+// envTarget is the program `env ARGS` runs: the first word that is not an
+// option or an assignment (`env -S node --flag` splits its argument).
+func envTarget(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-S" || a == "--split-string":
+			continue
+		case strings.HasPrefix(a, "-S"):
+			if f := strings.Fields(a[2:]); len(f) > 0 {
+				return f[0]
+			}
+		case a == "-u" || a == "--unset" || a == "-C" || a == "--chdir":
+			i++
+		case strings.HasPrefix(a, "-"), strings.Contains(a, "="):
+		default:
+			return a
+		}
+	}
+	return ""
+}
+
+// isScript reports whether path starts with "#!".
+func isScript(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, 2)
+	n, _ := f.Read(b)
+	return n == 2 && string(b) == "#!"
+}
+
+// isELF reports whether path is an ELF file.
+func isELF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, 4)
+	n, _ := f.Read(b)
+	return n == 4 && string(b) == "\x7fELF"
+}
+
+// runCommand runs c and returns its standard output; its standard error
+// is part of the error.
+func runCommand(ctx context.Context, c Command) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
+	cmd.Dir = c.Dir
+	cmd.Env = c.Env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 600 {
+			msg = "..." + msg[len(msg)-600:]
+		}
+		if msg != "" {
+			return out, fmt.Errorf("%s: %w: %s", strings.Join(c.Argv, " "), err, msg)
+		}
+		return out, fmt.Errorf("%s: %w", strings.Join(c.Argv, " "), err)
+	}
+	return out, nil
+}
+
+// ask runs a helper with the resolver's timeout (scaled).
+func (r *Resolver) ask(ctx context.Context, scale int, c Command) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout*time.Duration(max(scale, 1)))
+	defer cancel()
+	return r.o.Run(ctx, c)
+}
