@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
+	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/policy"
 )
 
@@ -103,10 +104,11 @@ func (s *Sandbox) Limits() string {
 	return l
 }
 
-// Prepare implements guard.Sandbox: it makes cmd start the wrapper, which
-// applies the rules and execve()s the server. The rules for this command
-// are the policy's plus the server program and its interpreters
-// (executable) and its code directory (readable, see codeFile).
+// Prepare implements guard.Sandbox: it makes cmd start through the
+// launcher (package launch), which drops the server's privileges, applies
+// the rules and execve()s the server. The rules for this command are the
+// policy's plus the server program and its interpreters (executable) and
+// its code directory (readable, see codeFile).
 func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 	if cmd.Err != nil {
 		return fmt.Errorf("landlock prepare: %w", cmd.Err)
@@ -115,13 +117,15 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 	if err != nil {
 		return err
 	}
-	enc, err := r.Encode()
+	spec, err := launch.NewSpec(os.Geteuid(), os.Getenv, r.WriteRoots(), r.NoNetwork())
 	if err != nil {
-		return err
+		return fmt.Errorf("landlock prepare: %w", err)
 	}
-	args := append([]string{s.wrapper, ExecArg, enc, prog}, cmd.Args...)
-	cmd.Path = s.wrapper
-	cmd.Args = args
+	spec.Landlock = r
+	cmd.Path = prog
+	if err := launch.Prepare(cmd, spec, launch.Options{Self: s.wrapper}); err != nil {
+		return fmt.Errorf("landlock prepare: %w", err)
+	}
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package ruleset
+package seccomp
 
 import "golang.org/x/sys/unix"
 
