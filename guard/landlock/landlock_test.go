@@ -118,6 +118,10 @@ func do(action string) error {
 		return err
 	case "exec":
 		return exec.Command(arg).Run()
+	default:
+		if f, ok := containActions[verb]; ok {
+			return f(arg)
+		}
 	case "signal":
 		pid, err := strconv.Atoi(arg)
 		if err != nil {
