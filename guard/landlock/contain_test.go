@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -314,17 +315,47 @@ func TestContainKeyring(t *testing.T) {
 	w := newWorld(t)
 	c := canary()
 	desc := fmt.Sprintf("mcpguard-test-%d", os.Getpid())
-	// The test's own session keyring, inherited by children unless the
-	// launcher gives them a fresh one.
-	_, err := unix.KeyctlJoinSessionKeyring("")
-	if err != nil {
-		t.Skipf("no keyrings here: %v", err)
+	// The test thread's own session keyring (keyrings are per-thread
+	// credentials: the thread stays locked, and forks the child), inherited
+	// by children unless the launcher gives them a fresh one.
+	runtime.LockOSThread()
+	if _, _, e := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0); e != 0 {
+		t.Skipf("no keyrings here: %v", e)
 	}
 	id, err := unix.AddKey("user", desc, []byte(c), unix.KEY_SPEC_SESSION_KEYRING)
 	require.NoError(t, err)
 	defer unix.KeyctlInt(unix.KEYCTL_UNLINK, id, unix.KEY_SPEC_SESSION_KEYRING, 0, 0)
 	out := runRaw(t, w, "key:"+desc)
 	assert.NotContains(t, out, c)
+}
+
+// TestContainUnguardedBaseline runs the same attacks without the guard:
+// each succeeds, so the oracles above can see an attack that happens.
+func TestContainUnguardedBaseline(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	secret := []byte(canary())
+	pid := os.Getpid()
+	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer sink.Close()
+	c := canary()
+	git := filepath.Join(w.writeRoot, ".git")
+	require.NoError(t, os.MkdirAll(filepath.Join(git, "hooks"), 0o755))
+	cmd := exec.Command(os.Args[0],
+		fmt.Sprintf("vmread:%d@%#x#%d", pid, uintptr(unsafe.Pointer(&secret[0])), len(secret)),
+		fmt.Sprintf("rawudp:%d#%s", sink.LocalAddr().(*net.UDPAddr).Port, c),
+		"gitswap:"+w.writeRoot)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), string(secret), "process_vm_readv of the parent")
+	require.NoError(t, sink.SetReadDeadline(time.Now().Add(2*time.Second)))
+	buf := make([]byte, 256)
+	n, _, err := sink.ReadFrom(buf)
+	require.NoError(t, err)
+	assert.Contains(t, string(buf[:n]), c, "raw datagram")
+	assert.FileExists(t, filepath.Join(git, "hooks", "pre-commit"), "hook planted through a renamed .git")
 }
 
 // TestContainProtectedGit: with a repository in the write root, renaming
