@@ -144,9 +144,16 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 			return fmt.Errorf("ebpf prepare: find own binary: %w", err)
 		}
 	}
+	// Sessions of proxies that died before closing them go first: the
+	// cgroup map is small.
+	Reap(s.objs, parent)
 	cg, err := newCgroup(parent)
 	if err != nil {
 		return err
+	}
+	if err := lockSession(cg); err != nil {
+		cg.remove(0)
+		return fmt.Errorf("lock session cgroup: %w", err)
 	}
 	s.cg, s.id = cg, cg.id
 	if err := s.load(cmd, self); err != nil {
