@@ -7,7 +7,6 @@ package landlock_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -26,153 +25,6 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard/landlock"
 )
-
-// containActions are the attack steps; each prints what it obtained, so a
-// canary in the output is a successful attack.
-var containActions = map[string]func(string) error{
-	// ptrace:PID attaches to PID (and detaches).
-	"ptrace": func(arg string) error {
-		pid, _ := strconv.Atoi(arg)
-		if err := unix.PtraceAttach(pid); err != nil {
-			return err
-		}
-		return unix.PtraceDetach(pid)
-	},
-	// vmread:PID@ADDR#LEN reads another process's memory and prints it.
-	"vmread": func(arg string) error {
-		pidS, rest, _ := strings.Cut(arg, "@")
-		addrS, lenS, _ := strings.Cut(rest, "#")
-		pid, _ := strconv.Atoi(pidS)
-		addr, _ := strconv.ParseUint(addrS, 0, 64)
-		n, _ := strconv.Atoi(lenS)
-		buf := make([]byte, n)
-		local := []unix.Iovec{{Base: &buf[0], Len: uint64(n)}}
-		remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: n}}
-		if _, err := unix.ProcessVMReadv(pid, local, remote, 0); err != nil {
-			return err
-		}
-		fmt.Printf("leak %s\n", buf)
-		return nil
-	},
-	// bind:SRC>DST bind-mounts SRC onto DST and prints DST/id_rsa.
-	"bind": func(arg string) error {
-		src, dst, _ := strings.Cut(arg, ">")
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return err
-		}
-		if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-			return err
-		}
-		b, err := os.ReadFile(filepath.Join(dst, "id_rsa"))
-		fmt.Printf("leak %s\n", b)
-		return err
-	},
-	// rawudp:PORT#PAYLOAD sends PAYLOAD to 127.0.0.1:PORT over a raw IP
-	// socket (the UDP header built by hand).
-	"rawudp": func(arg string) error {
-		portS, payload, _ := strings.Cut(arg, "#")
-		port, _ := strconv.Atoi(portS)
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_UDP)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		pkt := make([]byte, 8+len(payload))
-		binary.BigEndian.PutUint16(pkt[0:], 40000)
-		binary.BigEndian.PutUint16(pkt[2:], uint16(port))
-		binary.BigEndian.PutUint16(pkt[4:], uint16(len(pkt)))
-		copy(pkt[8:], payload)
-		return unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
-	},
-	// packet:PAYLOAD opens a packet socket on lo and sends a frame.
-	"packet": func(arg string) error {
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(htons(unix.ETH_P_IP)))
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		return unix.Sendto(fd, []byte(arg), 0, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: 1})
-	},
-	// unix:PATH#PAYLOAD connects to a pathname (or @abstract) unix socket
-	// and writes PAYLOAD.
-	"unix": func(arg string) error {
-		path, payload, _ := strings.Cut(arg, "#")
-		c, err := net.Dial("unix", path)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_, err = c.Write([]byte(payload))
-		return err
-	},
-	// key:DESC searches the session keyring for a user key and prints it.
-	"key": func(arg string) error {
-		id, err := unix.KeyctlSearch(unix.KEY_SPEC_SESSION_KEYRING, "user", arg, 0)
-		if err != nil {
-			return err
-		}
-		buf := make([]byte, 256)
-		n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, id, buf, 0)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("leak %s\n", buf[:n])
-		return nil
-	},
-	// gitswap:WS renames WS/.git away, plants a hook, renames it back.
-	"gitswap": func(ws string) error {
-		git, away := filepath.Join(ws, ".git"), filepath.Join(ws, ".git-away")
-		if err := os.Rename(git, away); err != nil {
-			return err
-		}
-		err := os.WriteFile(filepath.Join(away, "hooks", "pre-commit"), []byte("#!/bin/sh\ntouch pwned\n"), 0o755)
-		if rerr := os.Rename(away, git); err == nil {
-			err = rerr
-		}
-		return err
-	},
-	// gitnew:WS builds a fresh .git with a hook beside the real one and
-	// swaps it in.
-	"gitnew": func(ws string) error {
-		fresh := filepath.Join(ws, "fresh-git")
-		if err := os.MkdirAll(filepath.Join(fresh, "hooks"), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(fresh, "hooks", "pre-commit"), []byte("#!/bin/sh\ntouch pwned\n"), 0o755); err != nil {
-			return err
-		}
-		if err := os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, "old-git")); err != nil {
-			return err
-		}
-		return os.Rename(fresh, filepath.Join(ws, ".git"))
-	},
-	// append:PATH#TEXT appends to a file (.git/config: core.hooksPath).
-	"append": func(arg string) error {
-		path, text, _ := strings.Cut(arg, "#")
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = f.WriteString(text)
-		return err
-	},
-	// caps prints the effective, bounding and ambient capability sets.
-	"caps": func(string) error {
-		b, err := os.ReadFile("/proc/self/status")
-		if err != nil {
-			return err
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "Cap") || strings.HasPrefix(l, "NoNewPrivs") || strings.HasPrefix(l, "Seccomp:") {
-				fmt.Printf("status %s\n", strings.Join(strings.Fields(l), " "))
-			}
-		}
-		return nil
-	},
-}
-
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 func rootOrSkip(t *testing.T) {
 	t.Helper()
@@ -267,6 +119,23 @@ func TestContainRawSockets(t *testing.T) {
 	assert.NotContains(t, string(buf[:n]), c)
 }
 
+// TestContainIOUring: a UDP socket made through io_uring (which socket(2)
+// rules never see) carries a canary to a UDP sink; on ABI < 10 Landlock
+// does not check the send itself. The sink never sees it.
+func TestContainIOUring(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer sink.Close()
+	c := canary()
+	runRaw(t, w, fmt.Sprintf("uringudp:%d#%s", sink.LocalAddr().(*net.UDPAddr).Port, c))
+	require.NoError(t, sink.SetReadDeadline(time.Now().Add(500*time.Millisecond)))
+	buf := make([]byte, 256)
+	n, _, _ := sink.ReadFrom(buf)
+	assert.NotContains(t, string(buf[:n]), c)
+}
+
 // TestContainUnixSockets: a local daemon's pathname socket (world-writable,
 // so DAC admits anyone) and an abstract one: the canary written by the
 // server reaches neither listener.
@@ -342,9 +211,13 @@ func TestContainUnguardedBaseline(t *testing.T) {
 	c := canary()
 	git := filepath.Join(w.writeRoot, ".git")
 	require.NoError(t, os.MkdirAll(filepath.Join(git, "hooks"), 0o755))
+	usink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer usink.Close()
 	cmd := exec.Command(os.Args[0],
 		fmt.Sprintf("vmread:%d@%#x#%d", pid, uintptr(unsafe.Pointer(&secret[0])), len(secret)),
 		fmt.Sprintf("rawudp:%d#%s", sink.LocalAddr().(*net.UDPAddr).Port, c),
+		fmt.Sprintf("uringudp:%d#%s", usink.LocalAddr().(*net.UDPAddr).Port, c),
 		"gitswap:"+w.writeRoot)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	out, err := cmd.Output()
@@ -356,6 +229,14 @@ func TestContainUnguardedBaseline(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(buf[:n]), c, "raw datagram")
 	assert.FileExists(t, filepath.Join(git, "hooks", "pre-commit"), "hook planted through a renamed .git")
+	if strings.Contains(string(out), "uringudp:") && !strings.Contains(string(out), "io_uring_setup") {
+		require.NoError(t, usink.SetReadDeadline(time.Now().Add(2*time.Second)))
+		n, _, err = usink.ReadFrom(buf)
+		require.NoError(t, err)
+		assert.Contains(t, string(buf[:n]), c, "datagram from an io_uring socket")
+	} else {
+		t.Logf("io_uring unavailable on this kernel: %s", out)
+	}
 }
 
 // TestContainProtectedGit: with a repository in the write root, renaming

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/internal/attack"
 	"github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -119,7 +120,7 @@ func do(action string) error {
 	case "exec":
 		return exec.Command(arg).Run()
 	default:
-		if f, ok := containActions[verb]; ok {
+		if f, ok := attack.Steps()[verb]; ok {
 			return f(arg)
 		}
 	case "signal":
