@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/landlock"
 )
 
@@ -261,4 +262,40 @@ func TestContainProtectedGit(t *testing.T) {
 	var after unix.Stat_t
 	require.NoError(t, unix.Stat(git, &after))
 	assert.Equal(t, before.Ino, after.Ino, ".git is still the same directory")
+}
+
+// TestContainHardLink: a hard link planted in the read root ahead of the
+// session, to the secret outside every root: under a root proxy it is
+// masked in the server's mount namespace, and the audit log names it; the
+// secret never shows in the child's output. A file with one name beside it
+// stays readable.
+func TestContainHardLink(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	secret, err := os.ReadFile(filepath.Join(w.outside, "id_rsa"))
+	require.NoError(t, err)
+	links := []string{filepath.Join(w.readRoot, "notes-backup"), filepath.Join(w.writeRoot, "deep", "x", "cache.bin")}
+	require.NoError(t, os.MkdirAll(filepath.Dir(links[1]), 0o755))
+	for _, l := range links {
+		require.NoError(t, os.Link(filepath.Join(w.outside, "id_rsa"), l))
+	}
+	// Unguarded, the link does reach the secret.
+	plain := exec.Command(os.Args[0], "leakfile:"+links[0])
+	plain.Env = append(os.Environ(), childEnv+"=1")
+	got, err := plain.Output()
+	require.NoError(t, err)
+	require.Contains(t, string(got), strings.TrimSpace(string(secret)))
+	var log strings.Builder
+	sb, err := landlock.New(w.pol, landlock.Options{Audit: audit.New(&log), Server: "contain"})
+	landlockOrSkip(t, err)
+	out, err := execChild(t, sb, "leakfile:"+links[0], "leakfile:"+links[1], "read:"+filepath.Join(w.readRoot, "doc.txt")).Output()
+	require.NoError(t, err)
+	t.Logf("child:\n%s", out)
+	assert.NotContains(t, string(out), strings.TrimSpace(string(secret)))
+	assert.Contains(t, string(out), "read:"+filepath.Join(w.readRoot, "doc.txt")+" ok")
+	assert.Contains(t, string(out), "leakfile:"+links[0]+" denied")
+	for _, l := range links {
+		assert.Contains(t, log.String(), `"rule":"landlock.hardlink_masked"`)
+		assert.Contains(t, log.String(), l)
+	}
 }

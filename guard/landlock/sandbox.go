@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/policy"
@@ -28,7 +30,17 @@ type Options struct {
 	Probe Probe
 	// Note is added to Limits, e.g. why `--l3 auto` chose this backend.
 	Note string
+	// Audit receives what Prepare excluded or refused (hard links);
+	// Server and Config label those events.
+	Audit          *audit.Logger
+	Server, Config string
 }
+
+// ErrHardLinks is returned by Prepare under a non-root proxy when a read
+// or write root holds a regular file with several names: Landlock judges
+// the name opened, so another name of a secret would be readable, and
+// without a mount namespace the file cannot be masked.
+var ErrHardLinks = errors.New("landlock: multiply-linked files under the policy's roots")
 
 // Sandbox is the Landlock guard.Sandbox. It holds the policy's compiled
 // rules; Prepare adds the server program's own and rewrites the command.
@@ -37,6 +49,7 @@ type Sandbox struct {
 	abi     int
 	wrapper string
 	note    string
+	opts    Options
 }
 
 var _ guard.Sandbox = (*Sandbox)(nil)
@@ -77,7 +90,7 @@ func New(p *policy.Policy, o Options) (*Sandbox, error) {
 			return nil, fmt.Errorf("landlock: find the wrapper binary: %w", err)
 		}
 	}
-	return &Sandbox{rules: r, abi: abi, wrapper: w, note: o.Note}, nil
+	return &Sandbox{rules: r, abi: abi, wrapper: w, note: o.Note, opts: o}, nil
 }
 
 func exists(path string) bool {
@@ -122,11 +135,52 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 		return fmt.Errorf("landlock prepare: %w", err)
 	}
 	spec.Landlock = r
+	if err := s.hardLinks(&spec, r); err != nil {
+		return err
+	}
 	cmd.Path = prog
 	if err := launch.Prepare(cmd, spec, launch.Options{Self: s.wrapper}); err != nil {
 		return fmt.Errorf("landlock prepare: %w", err)
 	}
 	return nil
+}
+
+// hardLinks finds the multiply-linked regular files under the policy's
+// read and write roots (not named by the policy themselves). Under a root
+// proxy they are masked in the server's mount namespace; otherwise the
+// session is refused. Each is logged.
+func (s *Sandbox) hardLinks(spec *launch.Spec, r *Rules) error {
+	var roots []string
+	for _, p := range r.Paths {
+		if strings.HasPrefix(p.Why, "policy filesystem.") {
+			roots = append(roots, p.Path)
+		}
+	}
+	files, complete := launch.HardLinks(roots)
+	if !complete {
+		s.log("landlock.hardlink_walk_incomplete", "", fmt.Sprintf("stopped after %d entries under the policy's roots: hard links further on are not masked", launch.MaxWalk))
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	if spec.Namespaces {
+		spec.Mask = files
+		for _, f := range files {
+			s.log("landlock.hardlink_masked", f, "a regular file with several hard links under a policy root: another name may be a secret outside it; masked (unreadable) in the server's mount namespace")
+		}
+		return nil
+	}
+	for _, f := range files {
+		s.log("landlock.hardlink_refused", f, "a regular file with several hard links under a policy root; without a mount namespace (non-root proxy) it cannot be masked: session refused")
+	}
+	return fmt.Errorf("%w: %s (and %d more); remove the extra links or name the files in the policy", ErrHardLinks, files[0], len(files)-1)
+}
+
+func (s *Sandbox) log(rule, target, reason string) {
+	s.opts.Audit.Log(audit.Event{
+		Server: s.opts.Server, Config: s.opts.Config, Layer: "L3",
+		Rule: rule, Decision: audit.Deny, Target: target, Reason: reason,
+	})
 }
 
 // forCommand returns the rules for running cmd and its program's absolute path.

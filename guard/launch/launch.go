@@ -83,6 +83,10 @@ type Spec struct {
 	// protected entries of a workspace (.git, .envrc), kept by identity,
 	// since the bind holds the inode whatever the path is renamed to.
 	ReadOnly []string `json:"read_only,omitempty"`
+	// Mask paths are hidden behind an empty read-only file (the null
+	// device bound over them): regular files with several hard links
+	// under a root of a backend that judges names (see HardLinks).
+	Mask []string `json:"mask,omitempty"`
 	// Pin paths are bound onto themselves (writable): a mount point
 	// cannot be renamed, removed or replaced.
 	Pin []string `json:"pin,omitempty"`

@@ -169,16 +169,24 @@ func setupMounts(spec *Spec) error {
 		}
 	}
 	for _, p := range spec.ReadOnly {
-		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // gone since the session was prepared
-			}
+		if err := bindReadOnly(p, p); err != nil && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("protect %s: %w", p, err)
 		}
-		const ro = unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV
-		if err := unix.Mount("", p, "", ro, ""); err != nil {
-			return fmt.Errorf("protect %s read-only: %w", p, err)
-		}
+	}
+	if err := maskPaths(spec.Mask); err != nil {
+		return fmt.Errorf("mask hard link: %w", err)
+	}
+	return nil
+}
+
+// bindReadOnly binds src onto dst and makes that mount read-only.
+func bindReadOnly(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	const ro = unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV
+	if err := unix.Mount("", dst, "", ro, ""); err != nil {
+		return fmt.Errorf("read-only: %w", err)
 	}
 	return nil
 }

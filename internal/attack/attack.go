@@ -28,6 +28,14 @@ import (
 func Steps() map[string]func(string) error {
 	return map[string]func(string) error{
 		"maptamper": MapTamper,
+		// leakfile:PATH reads PATH and prints it.
+		"leakfile": func(p string) error {
+			b, err := os.ReadFile(p)
+			if err == nil {
+				fmt.Printf("leak %s\n", strings.TrimSpace(string(b)))
+			}
+			return err
+		},
 		"uringudp":  URingUDP,
 		// ptrace:PID attaches to PID (and detaches).
 		"ptrace": func(arg string) error {
