@@ -36,7 +36,7 @@ func Steps() map[string]func(string) error {
 			}
 			return err
 		},
-		"uringudp":  URingUDP,
+		"uringudp": URingUDP,
 		// ptrace:PID attaches to PID (and detaches).
 		"ptrace": func(arg string) error {
 			pid, _ := strconv.Atoi(arg)
