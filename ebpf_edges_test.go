@@ -30,6 +30,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -953,4 +954,107 @@ func TestEdgesContainGit(t *testing.T) {
 	var after unix.Stat_t
 	require.NoError(t, unix.Stat(git, &after))
 	assert.Equal(t, before.Ino, after.Ino, ".git is still the same directory")
+}
+
+// edgeProxyEnv makes this binary a proxy that dies without closing its
+// session: "WS:OUTDIR:SERVER-EXITS". It guards a server (this binary
+// again) with write access to WS, writes its session's policy id and the
+// server's pid to OUTDIR, and waits to be killed.
+const edgeProxyEnv = "MCPGUARD_EDGE_PROXY"
+
+func init() {
+	v := os.Getenv(edgeProxyEnv)
+	if v == "" {
+		return
+	}
+	parts := strings.Split(v, ":")
+	ws, out, exits := parts[0], parts[1], parts[2] == "1"
+	s, err := sandbox.New(context.Background(), &policy.Policy{Server: "edge", Filesystem: policy.Filesystem{Write: []string{ws}}}, sandbox.Options{Server: "edge"})
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	steps := `[["sleep","600000"]]`
+	if exits {
+		steps = `[]`
+	}
+	self, _ := os.Executable()
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), edgeStepsEnv+"="+steps, edgeProxyEnv+"=")
+	if err := s.Prepare(cmd); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	s.Started(cmd.Process.Pid)
+	if exits {
+		cmd.Wait()
+	}
+	os.WriteFile(filepath.Join(out, "server.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	os.WriteFile(filepath.Join(out, "policy.id"), []byte(strconv.FormatUint(s.PolicyID(), 10)), 0o644)
+	select {}
+}
+
+// TestEdgesReap: proxies killed with SIGKILL (one while its server runs,
+// one after its server exited) leave their sessions behind; the next
+// session's Prepare reaps them: the orphaned server is killed, the cgroup
+// removed, the cgroup map entry gone, so dead proxies cannot exhaust the
+// 64 sessions the map holds.
+func TestEdgesReap(t *testing.T) {
+	testenv.RequireBPF(t)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	type dead struct {
+		id     uint64
+		server int
+	}
+	var deads []dead
+	for _, exits := range []string{"0", "1"} {
+		d := newEdgeDirs(t)
+		out := t.TempDir()
+		proxy := exec.Command(self)
+		proxy.Env = append(os.Environ(), edgeProxyEnv+"="+d.ws+":"+out+":"+exits)
+		proxy.Stdout = os.Stderr
+		require.NoError(t, proxy.Start())
+		var id uint64
+		require.Eventually(t, func() bool {
+			b, err := os.ReadFile(filepath.Join(out, "policy.id"))
+			if err != nil {
+				return false
+			}
+			id, err = strconv.ParseUint(string(b), 10, 64)
+			return err == nil
+		}, 60*time.Second, 50*time.Millisecond, "the proxy set up its session")
+		b, err := os.ReadFile(filepath.Join(out, "server.pid"))
+		require.NoError(t, err)
+		server, _ := strconv.Atoi(string(b))
+		require.NoError(t, proxy.Process.Kill())
+		proxy.Wait()
+		deads = append(deads, dead{id, server})
+	}
+	cgroups, err := ebpf.LoadPinnedMap(filepath.Join(sandbox.DefaultPinRoot, bpf.Version(), "cgroups"), nil)
+	testenv.SkipIfNotSupported(t, err)
+	defer cgroups.Close()
+	var v uint64
+	for _, dd := range deads {
+		require.NoError(t, cgroups.Lookup(dd.id, &v), "the dead proxy's session is still registered")
+	}
+	d := newEdgeDirs(t)
+	var log strings.Builder
+	s, err := sandbox.New(context.Background(), d.policy(), sandbox.Options{Server: "edge", Audit: audit.New(&log), ReapGrace: time.Nanosecond})
+	testenv.SkipIfNotSupported(t, err)
+	defer s.Close()
+	res := edgeRun(t, s, []string{"read", filepath.Join(d.ws, "notes.txt")})
+	assert.Equal(t, map[string]string{"read": "ok"}, res)
+	for _, dd := range deads {
+		assert.ErrorIs(t, cgroups.Lookup(dd.id, &v), ebpf.ErrKeyNotExist, "session %d reaped", dd.id)
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", dd.server))
+		if err == nil {
+			fields := strings.Fields(string(st))
+			assert.Equal(t, "Z", fields[2], "the orphaned server was killed")
+		}
+	}
 }

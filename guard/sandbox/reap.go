@@ -20,7 +20,7 @@ import (
 // gets it only for sessions whose proxy is gone, and only those it reaps,
 // so a session being set up by another mcpguard is never touched.
 
-// reapGrace is how old an unlocked session cgroup must be to be reaped.
+// reapGrace is, by default, how old an unlocked session cgroup must be to be reaped.
 const reapGrace = 10 * time.Second
 
 // lockSession marks the session's cgroup as owned by this live process.
@@ -34,7 +34,10 @@ func lockSession(c *cgroup) error {
 // session's map entries and removes the cgroup. It returns how many it
 // reaped. The cgroup map holds 64 sessions: without this a few killed
 // proxies would exhaust it.
-func Reap(objs *bpf.Objects, parent string) (int, error) {
+func Reap(objs *bpf.Objects, parent string, grace time.Duration) (int, error) {
+	if grace <= 0 {
+		grace = reapGrace
+	}
 	ents, err := os.ReadDir(parent)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -59,7 +62,7 @@ func Reap(objs *bpf.Objects, parent string) (int, error) {
 		var st unix.Stat_t
 		// A cgroup made in the last seconds may be one whose creator has
 		// not taken its lock yet (newCgroup, then lockSession).
-		if unix.Fstat(fd, &st) != nil || time.Since(time.Unix(st.Ctim.Unix())) < reapGrace {
+		if unix.Fstat(fd, &st) != nil || time.Since(time.Unix(st.Ctim.Unix())) < grace {
 			unix.Close(fd)
 			continue
 		}

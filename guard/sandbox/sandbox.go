@@ -44,6 +44,9 @@ type Options struct {
 	// Resolver resolves host names in network rules (net.DefaultResolver
 	// if nil).
 	Resolver Resolver
+	// ReapGrace is how old a session cgroup whose proxy is gone must be
+	// before Prepare reaps it (10 s if zero; see Reap).
+	ReapGrace time.Duration
 	// Self is the launcher binary (os.Executable() if empty); it must link
 	// package launch.
 	Self string
@@ -146,7 +149,7 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 	}
 	// Sessions of proxies that died before closing them go first: the
 	// cgroup map is small.
-	Reap(s.objs, parent)
+	Reap(s.objs, parent, s.opts.ReapGrace)
 	cg, err := newCgroup(parent)
 	if err != nil {
 		return err
