@@ -4,7 +4,7 @@
 // that refuses BPF LSM, loading fails with guard.ErrKernelRefused.
 package probe
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror" -target amd64 -type file_id probe probe.bpf.c
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type file_id probe probe.bpf.c
 
 import (
 	"errors"
