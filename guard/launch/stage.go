@@ -113,6 +113,11 @@ func stage1(args []string) error {
 	for _, f := range extra {
 		f.Close()
 	}
+	// The server holds its stdio now: the proxy sees it close them, not
+	// this process keeping them open. Stderr stays for this process's own
+	// last words.
+	os.Stdin.Close()
+	os.Stdout.Close()
 	child := cmd.Process.Pid
 	go func() {
 		for s := range sigs {
