@@ -29,18 +29,11 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define EPERM 1
-#define AF_UNIX 1
-#define AF_INET 2
-#define AF_INET6 10
 #define S_IFMT 00170000
 #define S_IFREG 0100000
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
 #define PROC_SUPER_MAGIC 0x9fa0
-#define AF_PACKET 17
-#define SOCK_RAW 3
-#define SOCK_PACKET 10
-#define SOCK_TYPE_MASK 0xf
 
 // Access bits in fs_rules values.
 #define ACC_READ 1
@@ -77,16 +70,7 @@ struct inode_key {
 	__u32 pad;
 };
 
-// LPM key: the policy id (64 bits, host order), 16 bits of port (big endian,
-// 0 = any port), then the IPv6 address (IPv4 as ::ffff:a.b.c.d). prefixlen
-// counts from the policy id, so it is 64 + 16 + the address prefix length.
-struct net_key {
-	__u32 prefixlen;
-	__u8 policy[8];
-	__u8 port[2];
-	__u8 addr[16];
-	__u8 pad[2];
-};
+#include "decide.h"
 
 struct event {
 	__u64 policy;
@@ -622,11 +606,7 @@ int BPF_PROG(link_guard, struct dentry *old_dentry, const struct path *new_dir, 
 
 static __always_inline int net_allowed(struct net_key *k)
 {
-	if (bpf_map_lookup_elem(&net_rules, k))
-		return 1;
-	k->port[0] = 0;
-	k->port[1] = 0;
-	return bpf_map_lookup_elem(&net_rules, k) != NULL;
+	return net_lookup(&net_rules, k);
 }
 
 // check_addr returns 0 when the destination is allowed, -EPERM otherwise
@@ -642,21 +622,16 @@ static __always_inline int check_addr(__u64 policy, __u32 kind, struct sockaddr 
 	if (family == AF_INET) {
 		struct sockaddr_in in = {};
 		bpf_probe_read_kernel(&in, sizeof(in), sa);
-		k.addr[10] = 0xff;
-		k.addr[11] = 0xff;
-		__builtin_memcpy(&k.addr[12], &in.sin_addr.s_addr, 4);
 		port = bpf_ntohs(in.sin_port);
+		net_key_fill(&k, policy, family, (const __u8 *)&in.sin_addr.s_addr, port);
 	} else if (family == AF_INET6) {
 		struct sockaddr_in6 in6 = {};
 		bpf_probe_read_kernel(&in6, sizeof(in6), sa);
-		__builtin_memcpy(k.addr, &in6.sin6_addr, 16);
 		port = bpf_ntohs(in6.sin6_port);
+		net_key_fill(&k, policy, family, (const __u8 *)&in6.sin6_addr, port);
 	} else {
 		return 0;
 	}
-	k.prefixlen = 64 + 16 + 128;
-	k.port[0] = port >> 8;
-	k.port[1] = port & 0xff;
 	struct net_key full = k;
 	if (net_allowed(&k))
 		return 0;
@@ -851,9 +826,7 @@ int BPF_PROG(socket_guard, int family, int type, int protocol, int kern)
 	__u64 policy = guarded();
 	if (!policy)
 		return 0;
-	int t = type & SOCK_TYPE_MASK;
-	if (family == AF_PACKET || t == SOCK_PACKET ||
-	    ((family == AF_INET || family == AF_INET6) && t == SOCK_RAW)) {
+	if (socket_denied(family, type)) {
 		struct event *e = new_event(policy, EV_SOCKET);
 		if (e) {
 			e->family = family;
