@@ -10,3 +10,5 @@ const (
 )
 
 func denied() []Entry { return nil }
+
+func modeArgs() []modeArg { return nil }

@@ -43,5 +43,18 @@ func denied() []Entry {
 		// ENOSYS makes glibc and others fall back to clone, whose flags
 		// it checks.
 		{"clone3", unix.SYS_CLONE3, unix.ENOSYS, "namespace flags hidden in a struct"},
+		// openat2 takes its mode in a struct the filter cannot read;
+		// programs fall back to openat, whose mode it checks.
+		{"openat2", unix.SYS_OPENAT2, unix.ENOSYS, "file mode hidden in a struct"},
+	}
+}
+
+func commonModeArgs() []modeArg {
+	return []modeArg{
+		{"fchmod", unix.SYS_FCHMOD, 1, -1},
+		{"fchmodat", unix.SYS_FCHMODAT, 2, -1},
+		{"fchmodat2", unix.SYS_FCHMODAT2, 2, -1},
+		{"openat", unix.SYS_OPENAT, 3, 2},
+		{"mknodat", unix.SYS_MKNODAT, 2, -1},
 	}
 }

@@ -55,6 +55,36 @@ type Entry struct {
 // Denied lists the refused system calls (deny.go): the documented list.
 func Denied() []Entry { return denied() }
 
+// modeArg is a call that sets a file mode, and the argument that holds it.
+// A mode with the setuid or setgid bit gets EPERM: when the server runs as
+// a root without capabilities, a setuid-root program it left in the
+// workspace would give root to whoever runs it later; no MCP server needs
+// one whatever its user.
+type modeArg struct {
+	Name string
+	Nr   uint32
+	Arg  int
+	// Flags is the argument with open flags, or -1: the mode is only
+	// meaningful (and only checked) with O_CREAT or O_TMPFILE, since a
+	// caller may leave garbage there otherwise.
+	Flags int
+}
+
+// createFlags are O_CREAT and O_TMPFILE's own bit (without O_DIRECTORY).
+const createFlags = unix.O_CREAT | (unix.O_TMPFILE &^ unix.O_DIRECTORY)
+
+// ModeCalls names the calls whose mode argument is checked (docs).
+func ModeCalls() []string {
+	var out []string
+	for _, m := range modeArgs() {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+// setIDBits are S_ISUID | S_ISGID.
+const setIDBits = 0o6000
+
 // nsFlags are clone(2)'s namespace flags: a server may not make new
 // namespaces (a user namespace brings capabilities over its own mounts).
 const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
@@ -148,8 +178,21 @@ func Program(o Options) ([]unix.SockFilter, error) {
 		b.stmt(ret, errno(e.Errno))
 		b.label("next-" + e.Name)
 	}
+	for _, m := range modeArgs() {
+		b.jeq(m.Nr, "mode-"+m.Name, "")
+	}
 	b.jeq(unix.SYS_CLONE, "clone", "")
 	b.jeq(unix.SYS_SOCKET, "socket", "allow")
+
+	for _, m := range modeArgs() {
+		b.label("mode-" + m.Name)
+		if m.Flags >= 0 {
+			b.stmt(ld, offArg0+8*uint32(m.Flags))
+			b.jset(createFlags, "", "allow")
+		}
+		b.stmt(ld, offArg0+8*uint32(m.Arg))
+		b.jset(setIDBits, "deny-perm", "allow")
+	}
 
 	b.label("clone")
 	b.stmt(ld, offArg0)

@@ -27,8 +27,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// helper: "filter|none:NR:ARG0,ARG1,ARG2".
+// helper: "filter|none:NR:ARG0,ARG1,ARG2", or "filter|none:modes:DIR".
 func helper(v string) int {
+	if mode, dir, ok := strings.Cut(v, ":modes:"); ok {
+		return modesHelper(mode == "filter", dir)
+	}
 	parts := strings.Split(v, ":")
 	nr, _ := strconv.ParseUint(parts[1], 10, 64)
 	var a [3]uintptr
@@ -146,4 +149,96 @@ func TestCloneNamespaces(t *testing.T) {
 	}
 	args := fmt.Sprintf("%d,0,0", unix.CLONE_NEWUSER|unix.CLONE_NEWNS|uint32(unix.SIGCHLD))
 	assert.Equal(t, unix.EPERM, errnoOf(t, "filter", unix.SYS_CLONE, args))
+}
+
+// modesHelper sets file modes under dir in every way the filter checks and
+// prints each call's errno.
+func modesHelper(filter bool, dir string) int {
+	runtime.LockOSThread()
+	if filter {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return 1
+		}
+		if err := seccomp.Install(seccomp.Options{}); err != nil {
+			return 1
+		}
+	}
+	p := func(n string) string { return dir + "/" + n }
+	report := func(name string, err error) {
+		e := 0
+		if errno, ok := err.(unix.Errno); ok {
+			e = int(errno)
+		} else if err != nil {
+			e = -1
+		}
+		fmt.Printf("%s %d\n", name, e)
+	}
+	report("fchmodat-suid", unix.Fchmodat(unix.AT_FDCWD, p("a"), 0o4755, 0))
+	fd, err := unix.Open(p("b"), unix.O_RDONLY, 0)
+	if err == nil {
+		report("fchmod-sgid", unix.Fchmod(fd, 0o2755))
+		unix.Close(fd)
+	}
+	fd, err = unix.Openat(unix.AT_FDCWD, p("c"), unix.O_CREAT|unix.O_WRONLY, 0o4755)
+	report("openat-creat-suid", err)
+	if err == nil {
+		unix.Close(fd)
+	}
+	report("mknodat-fifo-suid", unix.Mknodat(unix.AT_FDCWD, p("d"), unix.S_IFIFO|0o4644, 0))
+	// Allowed: plain modes, and a mode argument that means nothing
+	// without O_CREAT.
+	report("fchmodat-plain", unix.Fchmodat(unix.AT_FDCWD, p("e"), 0o755, 0))
+	fd, err = unix.Openat(unix.AT_FDCWD, p("e"), unix.O_RDONLY, 0o4755)
+	report("openat-read-garbage-mode", err)
+	if err == nil {
+		unix.Close(fd)
+	}
+	fd, err = unix.Openat(unix.AT_FDCWD, p("f"), unix.O_CREAT|unix.O_WRONLY, 0o644)
+	report("openat-creat-plain", err)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return 0
+}
+
+// TestSetIDModes: under the filter no call leaves a setuid or setgid file;
+// plain modes still work. Without the filter (the control) the same calls
+// do set the bits, so the filter made the difference.
+func TestSetIDModes(t *testing.T) {
+	if !seccomp.Available() {
+		t.Skip("no seccomp filter on " + runtime.GOARCH)
+	}
+	run := func(mode string) (string, map[string]os.FileMode) {
+		dir := t.TempDir()
+		for _, n := range []string{"a", "b", "e"} {
+			require.NoError(t, os.WriteFile(dir+"/"+n, nil, 0o644))
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s:modes:%s", helperEnv, mode, dir))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		modes := map[string]os.FileMode{}
+		for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
+			if fi, err := os.Lstat(dir + "/" + n); err == nil {
+				modes[n] = fi.Mode()
+			}
+		}
+		return string(out), modes
+	}
+	out, modes := run("filter")
+	t.Logf("filtered:\n%s", out)
+	for n, m := range modes {
+		assert.Zero(t, m&(os.ModeSetuid|os.ModeSetgid), "%s has mode %v", n, m)
+	}
+	for _, line := range []string{"fchmodat-suid 1", "fchmod-sgid 1", "openat-creat-suid 1", "mknodat-fifo-suid 1",
+		"fchmodat-plain 0", "openat-read-garbage-mode 0", "openat-creat-plain 0"} {
+		assert.Contains(t, out, line+"\n")
+	}
+	assert.Contains(t, modes, "f", "a plain O_CREAT open made its file")
+	if os.Geteuid() == 0 {
+		_, ctl := run("none")
+		assert.NotZero(t, ctl["a"]&os.ModeSetuid, "control: fchmodat sets setuid")
+		assert.NotZero(t, ctl["c"]&os.ModeSetuid, "control: openat(O_CREAT) sets setuid")
+	}
 }
