@@ -74,6 +74,10 @@ func edgeResult(err error) string {
 		return "ok"
 	case errors.Is(err, unix.EPERM):
 		return "EPERM"
+	case errors.Is(err, unix.EROFS):
+		// The launcher's mount namespace is read-only outside the write
+		// roots: the VFS refuses before any LSM hook runs.
+		return "EROFS"
 	}
 	return "err " + strings.ReplaceAll(err.Error(), "\n", " ")
 }
@@ -443,7 +447,7 @@ func TestEdgesWorkspaceAndPrefix(t *testing.T) {
 	)
 	assert.Equal(t, map[string]string{
 		"read": "ok", "write": "ok", // the workspace
-		"read#2": "EPERM", "write#2": "EPERM", // /ws does not admit /ws-evil
+		"read#2": "EPERM", "write#2": "EROFS", // /ws does not admit /ws-evil (read-only mount there)
 		"read#3": "EPERM",                 // the secret
 		"read#4": "ok", "read#5": "EPERM", // baseline /etc files, not the rest of /etc
 		"read#6": "ok", "read#7": "EPERM", // own /proc, not another process's
@@ -496,7 +500,12 @@ func TestEdgesTmpStaging(t *testing.T) {
 	d := newEdgeDirs(t)
 	s, log := edgeSession(t, d.policy())
 	stage := filepath.Join(os.TempDir(), fmt.Sprintf("mcpguard-stage-%d", os.Getpid()))
-	res := edgeRun(t, s, []string{"write", stage}, []string{"write", filepath.Join(d.root, "stage")})
+	steps := [][]string{{"write", stage}, {"write", filepath.Join(d.root, "stage")}}
+	// Launched: the mounts outside the write root are read-only.
+	res := edgeRun(t, s, steps...)
+	assert.Equal(t, map[string]string{"write": "EROFS", "write#2": "EROFS"}, res)
+	// Joined without the launcher: the LSM hooks alone refuse.
+	res = edgeJoined(t, s, steps...)
 	assert.Equal(t, map[string]string{"write": "EPERM", "write#2": "EPERM"}, res)
 	assert.NoFileExists(t, stage, "a denied create leaves no empty file")
 	assert.NoFileExists(t, filepath.Join(d.root, "stage"))

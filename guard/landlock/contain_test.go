@@ -299,3 +299,31 @@ func TestContainHardLink(t *testing.T) {
 		assert.Contains(t, log.String(), l)
 	}
 }
+
+// TestEnforcementLandlockAlone: the Landlock domain by itself (the bare
+// wrapper, no launcher namespaces, so no read-only mounts in front of it)
+// denies writes and reads outside the roots.
+func TestEnforcementLandlockAlone(t *testing.T) {
+	w := newWorld(t)
+	sb := newSandbox(t, w.pol)
+	r := *sb.Rules()
+	r.Paths = append(append([]landlock.PathRule(nil), r.Paths...), landlock.PathRule{Path: os.Args[0], Access: landlock.Exec})
+	enc, err := r.Encode()
+	require.NoError(t, err)
+	actions := []string{
+		"write:" + filepath.Join(w.readRoot, "out.txt"),
+		"write:" + filepath.Join(w.outside, "stage.txt"),
+		"read:" + filepath.Join(w.outside, "id_rsa"),
+		"write:" + filepath.Join(w.writeRoot, "ok.txt"),
+	}
+	cmd := exec.Command(os.Args[0], append([]string{landlock.ExecArg, enc, os.Args[0], os.Args[0]}, actions...)...)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	for _, a := range actions[:3] {
+		assert.Contains(t, string(out), a+" denied\n")
+	}
+	assert.Contains(t, string(out), actions[3]+" ok\n")
+	assert.NoFileExists(t, filepath.Join(w.readRoot, "out.txt"))
+	assert.NoFileExists(t, filepath.Join(w.outside, "stage.txt"))
+}

@@ -78,6 +78,9 @@ type Spec struct {
 	// NoNetwork gives the server its own network namespace (loopback
 	// only): the policy grants no network.
 	NoNetwork bool `json:"no_network,omitempty"`
+	// Writable are the paths the backend grants write to: every other
+	// mount of the server's namespace is read-only.
+	Writable []string `json:"writable,omitempty"`
 	// ReadOnly paths are bind-mounted read-only onto themselves in the
 	// server's mount namespace, whatever write grant covers them: the
 	// protected entries of a workspace (.git, .envrc), kept by identity,

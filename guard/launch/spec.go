@@ -7,9 +7,10 @@ import (
 
 // NewSpec is the spec for a server under a proxy with the given effective
 // uid (os.Geteuid()): as root, namespaces and the user ServerUser names;
-// otherwise the proxy's own user, unchanged. writeRoots are the policy's
-// write grants, searched for entries to protect (Protect); noNetwork gives
-// the server a network namespace of its own.
+// otherwise the proxy's own user, unchanged. writeRoots are the backend's
+// write grants: the only writable mounts of the server's namespace, and
+// searched for entries to protect (Protect); noNetwork gives the server a
+// network namespace of its own.
 func NewSpec(euid int, getenv func(string) string, writeRoots []string, noNetwork bool) (Spec, error) {
 	if euid != 0 {
 		return Spec{}, nil
@@ -18,7 +19,7 @@ func NewSpec(euid int, getenv func(string) string, writeRoots []string, noNetwor
 	if err != nil {
 		return Spec{}, err
 	}
-	sp := Spec{UID: uid, GID: gid, Namespaces: true, NoNetwork: noNetwork}
+	sp := Spec{UID: uid, GID: gid, Namespaces: true, NoNetwork: noNetwork, Writable: writeRoots}
 	sp.Pin, sp.ReadOnly = Protect(writeRoots)
 	return sp, nil
 }

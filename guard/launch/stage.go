@@ -161,12 +161,18 @@ func setupMounts(spec *Spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
+	if err := readOnlyExcept(spec.Writable); err != nil {
+		return err
+	}
 	const procFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 	if err := unix.Mount("proc", "/proc", "proc", procFlags, "hidepid=invisible"); err != nil {
 		// Kernels before 5.8 know only the numeric form.
 		if err := unix.Mount("proc", "/proc", "proc", procFlags, "hidepid=2"); err != nil {
 			return fmt.Errorf("mount /proc: %w", err)
 		}
+	}
+	if err := procReadOnly(); err != nil {
+		return err
 	}
 	for _, p := range spec.Pin {
 		if err := unix.Mount(p, p, "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
