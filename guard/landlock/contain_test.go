@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/landlock"
+	"github.com/mcpguard/mcpguard/guard/launch"
 )
 
 func rootOrSkip(t *testing.T) {
@@ -326,4 +327,48 @@ func TestEnforcementLandlockAlone(t *testing.T) {
 	assert.Contains(t, string(out), actions[3]+" ok\n")
 	assert.NoFileExists(t, filepath.Join(w.readRoot, "out.txt"))
 	assert.NoFileExists(t, filepath.Join(w.outside, "stage.txt"))
+}
+
+// TestContainAsNobody: with MCPGUARD_SERVER_USER the server runs as that
+// user, without groups or capabilities, and still gets what the policy
+// grants when the files allow that user (the set-up gives the workspace to
+// it, as a user's own workspace belongs to the user).
+func TestContainAsNobody(t *testing.T) {
+	rootOrSkip(t)
+	t.Setenv(launch.UserEnv, "65534:65534")
+	w := newWorld(t)
+	base := filepath.Dir(w.writeRoot)
+	require.NoError(t, os.Chmod(base, 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(base), 0o755))
+	require.NoError(t, os.Chown(w.writeRoot, launch.Nobody, launch.Nobody))
+	// The server program must be reachable by that user: this test binary,
+	// copied out of go's private build directory.
+	dir, err := os.MkdirTemp("", "mcpguard-nobody-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	bin := filepath.Join(dir, "server")
+	b, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, b, 0o755))
+
+	sb := newSandbox(t, w.pol)
+	cmd := exec.Command(bin, "caps:", "read:"+filepath.Join(w.readRoot, "doc.txt"),
+		"write:"+filepath.Join(w.writeRoot, "mine.txt"), "read:"+filepath.Join(w.outside, "id_rsa"))
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	require.NoError(t, sb.Prepare(cmd))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	t.Logf("child:\n%s", out)
+	for _, want := range []string{"status Uid: 65534 65534 65534 65534", "status Gid: 65534 65534 65534 65534",
+		"status CapEff: 0000000000000000", "status CapBnd: 0000000000000000",
+		"read:" + filepath.Join(w.readRoot, "doc.txt") + " ok", "write:" + filepath.Join(w.writeRoot, "mine.txt") + " ok",
+		"read:" + filepath.Join(w.outside, "id_rsa") + " denied"} {
+		assert.Contains(t, string(out), want)
+	}
+	assert.NotContains(t, string(out), "secret")
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(w.writeRoot, "mine.txt"), &st))
+	assert.Equal(t, uint32(launch.Nobody), st.Uid, "the file the server wrote is the server user's")
 }

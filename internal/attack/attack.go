@@ -171,7 +171,8 @@ func Steps() map[string]func(string) error {
 				return err
 			}
 			for _, l := range strings.Split(string(b), "\n") {
-				if strings.HasPrefix(l, "Cap") || strings.HasPrefix(l, "NoNewPrivs") || strings.HasPrefix(l, "Seccomp:") {
+				if strings.HasPrefix(l, "Cap") || strings.HasPrefix(l, "NoNewPrivs") || strings.HasPrefix(l, "Seccomp:") ||
+				strings.HasPrefix(l, "Uid:") || strings.HasPrefix(l, "Gid:") || strings.HasPrefix(l, "Groups:") {
 					fmt.Printf("status %s\n", strings.Join(strings.Fields(l), " "))
 				}
 			}
