@@ -172,7 +172,7 @@ func Steps() map[string]func(string) error {
 			}
 			for _, l := range strings.Split(string(b), "\n") {
 				if strings.HasPrefix(l, "Cap") || strings.HasPrefix(l, "NoNewPrivs") || strings.HasPrefix(l, "Seccomp:") ||
-				strings.HasPrefix(l, "Uid:") || strings.HasPrefix(l, "Gid:") || strings.HasPrefix(l, "Groups:") {
+					strings.HasPrefix(l, "Uid:") || strings.HasPrefix(l, "Gid:") || strings.HasPrefix(l, "Groups:") {
 					fmt.Printf("status %s\n", strings.Join(strings.Fields(l), " "))
 				}
 			}
