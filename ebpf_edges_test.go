@@ -74,6 +74,10 @@ func edgeResult(err error) string {
 		return "ok"
 	case errors.Is(err, unix.EPERM):
 		return "EPERM"
+	case errors.Is(err, unix.EXDEV):
+		// A link across mounts: the write root is a mount of its own in
+		// the launcher's namespace.
+		return "EXDEV"
 	case errors.Is(err, unix.EROFS):
 		// The launcher's mount namespace is read-only outside the write
 		// roots: the VFS refuses before any LSM hook runs.
@@ -526,8 +530,12 @@ func TestEdgesSymlinkAndHardlink(t *testing.T) {
 		[]string{"link", d.secret, filepath.Join(d.ws, "hard2")},
 		[]string{"link", filepath.Join(d.ws, "notes.txt"), filepath.Join(d.ws, "notes2")},
 	)
-	assert.Equal(t, map[string]string{"read": "EPERM", "read#2": "EPERM", "link": "EPERM", "link#2": "EPERM"}, res)
+	assert.Equal(t, map[string]string{"read": "EPERM", "read#2": "EPERM", "link": "EXDEV", "link#2": "EPERM"}, res)
 	assert.NoFileExists(t, filepath.Join(d.ws, "hard2"))
+	// Without the launcher's mounts, the link hook alone.
+	res = edgeJoined(t, s, []string{"link", d.secret, filepath.Join(d.ws, "hard3")})
+	assert.Equal(t, map[string]string{"link": "EPERM"}, res)
+	assert.NoFileExists(t, filepath.Join(d.ws, "hard3"))
 	s.Close()
 	assert.Contains(t, log.String(), `"rule":"file.hardlink_denied"`)
 	assert.Contains(t, log.String(), `"rule":"file.link_denied"`)
