@@ -101,10 +101,6 @@ func stage1(args []string) error {
 		Credential: &syscall.Credential{Uid: spec.UID, Gid: spec.GID, Groups: []uint32{}},
 		Pdeathsig:  syscall.SIGKILL,
 	}
-	if spec.UID == 0 {
-		// Root keeps its groups' ids but none of its privilege.
-		cmd.SysProcAttr.Credential = nil
-	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	if err := cmd.Start(); err != nil {
