@@ -50,7 +50,8 @@ func helper(v string) int {
 			return 1
 		}
 	}
-	r, _, e := unix.RawSyscall(uintptr(nr), a[0], a[1], a[2])
+	// Arguments past the third are zero, never what a register held.
+	r, _, e := unix.RawSyscall6(uintptr(nr), a[0], a[1], a[2], 0, 0, 0)
 	if e == 0 && nr == unix.SYS_SOCKET {
 		unix.Close(int(r))
 	}
@@ -81,6 +82,12 @@ func argsFor(name string) string {
 		return "0,0,0" // NULL args
 	case "bpf":
 		return "4294967295,0,0"
+	case "kexec_load":
+		// More segments than the kernel takes: EINVAL, where zero
+		// segments would unload a loaded kexec image.
+		return "0,4294967295,0"
+	case "kexec_file_load", "finit_module":
+		return "4294967295,4294967295,0" // bad file descriptors
 	}
 	return "0,0,0"
 }
