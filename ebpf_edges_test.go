@@ -32,6 +32,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -42,6 +43,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/sandbox"
+	"github.com/mcpguard/mcpguard/internal/attack"
 	"github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -74,6 +76,14 @@ func edgeResult(err error) string {
 		return "ok"
 	case errors.Is(err, unix.EPERM):
 		return "EPERM"
+	case errors.Is(err, unix.EXDEV):
+		// A link across mounts: the write root is a mount of its own in
+		// the launcher's namespace.
+		return "EXDEV"
+	case errors.Is(err, unix.EROFS):
+		// The launcher's mount namespace is read-only outside the write
+		// roots: the VFS refuses before any LSM hook runs.
+		return "EROFS"
 	}
 	return "err " + strings.ReplaceAll(err.Error(), "\n", " ")
 }
@@ -138,6 +148,9 @@ func edgeStep(s []string) error {
 		}
 	case "pidfile":
 		return os.WriteFile(arg(1), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	}
+	if f, ok := attack.Steps()[s[0]]; ok {
+		return f(arg(1))
 	}
 	return fmt.Errorf("unknown step %q", s[0])
 }
@@ -318,6 +331,46 @@ func edgeStart(t *testing.T, s *sandbox.Session, steps ...[]string) (wait func()
 	}
 }
 
+// edgeJoined runs steps in a child that is not started through the
+// launcher: a plain child of this (root) test process, with every
+// capability and no seccomp filter, joined to session s by tgid (as
+// BenchmarkLSM joins itself) before it does anything. What it cannot do,
+// the BPF LSM hooks alone refused. s must have been prepared.
+func edgeJoined(t *testing.T, s *sandbox.Session, steps ...[]string) map[string]string {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	gate := filepath.Join(t.TempDir(), "go")
+	raw, _ := json.Marshal(append([][]string{{"waitfile", gate}}, steps...))
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), edgeStepsEnv+"="+string(raw))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	require.NoError(t, s.Started(cmd.Process.Pid))
+	require.NoError(t, os.WriteFile(gate, nil, 0o644))
+	res := map[string]string{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		op, r, _ := strings.Cut(sc.Text(), " ")
+		if op == "waitfile" {
+			continue
+		}
+		key := op
+		for n := 2; ; n++ {
+			if _, dup := res[key]; !dup {
+				break
+			}
+			key = op + "#" + strconv.Itoa(n)
+		}
+		res[key] = r
+	}
+	require.NoError(t, cmd.Wait(), "joined helper: %s", stderr.String())
+	return res
+}
+
 // edgeDirs makes ws (the policy's write root), a secret outside it, and a
 // sibling ws-evil that shares ws's name as a string prefix.
 type edgeDirs struct{ root, ws, evil, secret string }
@@ -421,7 +474,7 @@ func TestEdgesWorkspaceAndPrefix(t *testing.T) {
 	)
 	assert.Equal(t, map[string]string{
 		"read": "ok", "write": "ok", // the workspace
-		"read#2": "EPERM", "write#2": "EPERM", // /ws does not admit /ws-evil
+		"read#2": "EPERM", "write#2": "EROFS", // /ws does not admit /ws-evil (read-only mount there)
 		"read#3": "EPERM",                 // the secret
 		"read#4": "ok", "read#5": "EPERM", // baseline /etc files, not the rest of /etc
 		"read#6": "ok", "read#7": "EPERM", // own /proc, not another process's
@@ -451,9 +504,14 @@ func TestEdgesProtectedNames(t *testing.T) {
 		[]string{"write", filepath.Join(d.ws, ".git", "HEAD")},
 		[]string{"read", filepath.Join(d.ws, ".bashrc")},
 	)
+	// The launcher binds .git/hooks and an existing .bashrc read-only
+	// (EROFS: by identity, before any name check); .envrc, created during
+	// the session, is refused by name (EPERM).
 	assert.Equal(t, map[string]string{
-		"write": "EPERM", "write#2": "EPERM", "write#3": "EPERM", // created, overwritten, hook
-		"write#4": "ok", "write#5": "ok", "read": "ok", // sample hooks, the rest of .git, reading
+		"write": "EPERM", "write#2": "EROFS", // created, overwritten
+		"write#3": "EROFS",            // a hook
+		"write#4": "EROFS",            // the hooks directory is read-only as a whole
+		"write#5": "ok", "read": "ok", // the rest of .git, reading
 	}, res)
 	assert.NoFileExists(t, filepath.Join(d.ws, ".envrc"))
 	assert.NoFileExists(t, filepath.Join(hooks, "pre-push"))
@@ -468,7 +526,12 @@ func TestEdgesTmpStaging(t *testing.T) {
 	d := newEdgeDirs(t)
 	s, log := edgeSession(t, d.policy())
 	stage := filepath.Join(os.TempDir(), fmt.Sprintf("mcpguard-stage-%d", os.Getpid()))
-	res := edgeRun(t, s, []string{"write", stage}, []string{"write", filepath.Join(d.root, "stage")})
+	steps := [][]string{{"write", stage}, {"write", filepath.Join(d.root, "stage")}}
+	// Launched: the mounts outside the write root are read-only.
+	res := edgeRun(t, s, steps...)
+	assert.Equal(t, map[string]string{"write": "EROFS", "write#2": "EROFS"}, res)
+	// Joined without the launcher: the LSM hooks alone refuse.
+	res = edgeJoined(t, s, steps...)
 	assert.Equal(t, map[string]string{"write": "EPERM", "write#2": "EPERM"}, res)
 	assert.NoFileExists(t, stage, "a denied create leaves no empty file")
 	assert.NoFileExists(t, filepath.Join(d.root, "stage"))
@@ -489,8 +552,12 @@ func TestEdgesSymlinkAndHardlink(t *testing.T) {
 		[]string{"link", d.secret, filepath.Join(d.ws, "hard2")},
 		[]string{"link", filepath.Join(d.ws, "notes.txt"), filepath.Join(d.ws, "notes2")},
 	)
-	assert.Equal(t, map[string]string{"read": "EPERM", "read#2": "EPERM", "link": "EPERM", "link#2": "EPERM"}, res)
+	assert.Equal(t, map[string]string{"read": "EPERM", "read#2": "EPERM", "link": "EXDEV", "link#2": "EPERM"}, res)
 	assert.NoFileExists(t, filepath.Join(d.ws, "hard2"))
+	// Without the launcher's mounts, the link hook alone.
+	res = edgeJoined(t, s, []string{"link", d.secret, filepath.Join(d.ws, "hard3")})
+	assert.Equal(t, map[string]string{"link": "EPERM"}, res)
+	assert.NoFileExists(t, filepath.Join(d.ws, "hard3"))
 	s.Close()
 	assert.Contains(t, log.String(), `"rule":"file.hardlink_denied"`)
 	assert.Contains(t, log.String(), `"rule":"file.link_denied"`)
@@ -582,35 +649,51 @@ func TestEdgesChildrenInherit(t *testing.T) {
 	}, res)
 }
 
+// A daemon double-forked by the server does not outlive it: the server
+// is the first child of the launcher's pid 1, whose exit ends the pid
+// namespace and everything in it. The server waits until its daemon runs,
+// then exits; a surviving daemon would write late.txt in the workspace (a
+// write its policy allows) a second later. It never appears.
 func TestEdgesDaemonOutlivesServer(t *testing.T) {
 	d := newEdgeDirs(t)
 	s, _ := edgeSession(t, d.policy())
 	pidfile := filepath.Join(d.ws, "daemon.pid")
-	result := filepath.Join(d.ws, "daemon.result")
-	daemon, _ := json.Marshal([][]string{{"sleep", "200"}, {"record", result, "read", d.secret},
-		{"pidfile", pidfile}, {"sleep", "60000"}})
-	res := edgeRun(t, s, []string{"daemon", string(daemon)})
-	assert.Equal(t, map[string]string{"daemon": "ok"}, res, "the server exited, leaving its daemon")
-	var pid int
-	require.Eventually(t, func() bool {
-		b, err := os.ReadFile(pidfile)
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(string(b))
-		return err == nil
-	}, 20*time.Second, 20*time.Millisecond, "the daemon is running")
-	b, err := os.ReadFile(result)
-	require.NoError(t, err)
-	assert.Equal(t, "EPERM", string(b), "the daemon is still guarded after its server exited")
+	late := filepath.Join(d.ws, "late.txt")
+	daemon, _ := json.Marshal([][]string{{"pidfile", pidfile}, {"sleep", "1000"}, {"write", late}, {"sleep", "60000"}})
+	res := edgeRun(t, s, []string{"daemon", string(daemon)}, []string{"waitfile", pidfile})
+	assert.Equal(t, map[string]string{"daemon": "ok", "waitfile": "ok"}, res, "the server exited, after its daemon started")
+	time.Sleep(3 * time.Second)
+	assert.NoFileExists(t, late, "the daemon died with the server's pid namespace")
 	require.NoError(t, s.Close())
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err == nil {
-		// An orphan reparented to an init that does not reap stays a zombie.
-		fields := strings.Fields(string(st))
-		require.GreaterOrEqual(t, len(fields), 3)
-		assert.Equal(t, "Z", fields[2], "the daemon was killed at Close")
+}
+
+// globalPid finds the pid, in this (the initial) pid namespace, of the
+// process that calls itself nsPid in its own namespace, inside an mcpguard
+// session cgroup.
+func globalPid(t *testing.T, nsPid string) string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(st), "\n") {
+			f := strings.Fields(l)
+			if len(f) >= 3 && f[0] == "NSpid:" && f[len(f)-1] == nsPid && f[1] == e.Name() {
+				cg, _ := os.ReadFile("/proc/" + e.Name() + "/cgroup")
+				if strings.Contains(string(cg), "/mcpguard/") {
+					return e.Name()
+				}
+			}
+		}
 	}
+	t.Fatalf("no process with namespace pid %s in a session", nsPid)
+	return ""
 }
 
 // A guarded process moved out of the session cgroup (here by root, from
@@ -631,11 +714,13 @@ func TestEdgesLeavesCgroup(t *testing.T) {
 		done <- outcome{res, err}
 	}()
 	var pid string
+	// Generous: the child is a Go binary started twice under emulation on
+	// a loaded host.
 	require.Eventually(t, func() bool {
 		b, err := os.ReadFile(pidfile)
 		pid = string(b)
 		return err == nil && pid != ""
-	}, 20*time.Second, 10*time.Millisecond)
+	}, 90*time.Second, 10*time.Millisecond)
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	require.NoError(t, err)
 	var cg2 string
@@ -645,6 +730,8 @@ func TestEdgesLeavesCgroup(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, cg2)
+	// The child wrote its pid in the server's own pid namespace.
+	pid = globalPid(t, pid)
 	require.NoError(t, os.WriteFile(filepath.Join(cg2, "cgroup.procs"), []byte(pid), 0))
 	own, err := os.ReadFile("/proc/" + pid + "/cgroup")
 	require.NoError(t, err)
@@ -684,9 +771,23 @@ func TestEdgesIOUring(t *testing.T) {
 		[]string{"uring", notes, "async"},
 		[]string{"uring", d.secret, "async"},
 	)
-	if strings.HasPrefix(res["uring"], "err io_uring_setup") {
-		t.Skipf("io_uring unavailable here: %s", res["uring"])
+	// The launcher's seccomp filter closes io_uring altogether (ENOSYS,
+	// as on a kernel without it); where this kernel has io_uring, that is
+	// the filter's doing, and no open through it happens.
+	if err := uringOpen(notes, false); err != nil {
+		t.Skipf("io_uring unavailable on this kernel: %v", err)
 	}
+	closed := "err io_uring_setup: function not implemented"
+	assert.Equal(t, map[string]string{"uring": closed, "uring#2": closed, "uring#3": closed, "uring#4": closed}, res)
+	// Without the launcher's filter (a task joined by tgid, as root with
+	// every capability), the LSM hooks alone still judge each open, in the
+	// submitter and in io-wq workers.
+	res = edgeJoined(t, s,
+		[]string{"uring", notes, "inline"},
+		[]string{"uring", d.secret, "inline"},
+		[]string{"uring", notes, "async"},
+		[]string{"uring", d.secret, "async"},
+	)
 	assert.Equal(t, map[string]string{"uring": "ok", "uring#2": "EPERM", "uring#3": "ok", "uring#4": "EPERM"}, res,
 		"opens submitted through io_uring are checked, in the submitter and in io-wq workers")
 }
@@ -727,4 +828,309 @@ func TestEdgesOverlay(t *testing.T) {
 		[]string{"exec", filepath.Join(mnt, "true")},
 	)
 	assert.Equal(t, map[string]string{"read": "ok", "read#2": "EPERM", "exec": "ok"}, res)
+// containWorld is what the containment edge tests attack: the edge dirs,
+// a UDP sink on loopback, unix listeners (a world-writable daemon socket
+// outside the workspace, an abstract one, and one inside the workspace,
+// which the policy admits), a canary, and a policy that grants some
+// network (so that the server shares this network namespace and the
+// socket rules, not a namespace, decide).
+type containWorld struct {
+	edgeDirs
+	canary                  string
+	udp                     net.PacketConn
+	daemon, abstract, inner string
+	heard                   chan string
+}
+
+func newContainWorld(t *testing.T) *containWorld {
+	w := &containWorld{edgeDirs: newEdgeDirs(t), heard: make(chan string, 16)}
+	w.canary = fmt.Sprintf("CANARY-%d-%d", os.Getpid(), time.Now().UnixNano())
+	var err error
+	w.udp, err = net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { w.udp.Close() })
+	daemonDir := filepath.Join(w.root, "run")
+	require.NoError(t, os.MkdirAll(daemonDir, 0o755))
+	w.daemon = filepath.Join(daemonDir, "daemon.sock")
+	w.abstract = fmt.Sprintf("@mcpguard-edge-%d", os.Getpid())
+	w.inner = filepath.Join(w.ws, "worker.sock")
+	for _, addr := range []string{w.daemon, w.abstract, w.inner} {
+		l, err := net.Listen("unix", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { l.Close() })
+		if !strings.HasPrefix(addr, "@") {
+			require.NoError(t, os.Chmod(addr, 0o777))
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.SetReadDeadline(time.Now().Add(2 * time.Second))
+				b := make([]byte, 256)
+				n, _ := c.Read(b)
+				c.Close()
+				w.heard <- addr + " " + string(b[:n])
+			}
+		}()
+	}
+	return w
+}
+
+func (w *containWorld) policy() *policy.Policy {
+	p := w.edgeDirs.policy()
+	p.Network.Allow = []policy.NetRule{{Host: "127.0.0.2", Ports: []int{9}}}
+	return p
+}
+
+func (w *containWorld) udpPort() int { return w.udp.LocalAddr().(*net.UDPAddr).Port }
+
+// steps are the attacks of every class, each more than one way.
+func (w *containWorld) steps(proxyPid int, secret []byte) [][]string {
+	c := w.canary
+	vm := func(pid int) string {
+		return fmt.Sprintf("%d@%#x#%d", pid, uintptr(unsafe.Pointer(&secret[0])), len(secret))
+	}
+	return [][]string{
+		{"maptamper", filepath.Join(sandbox.DefaultPinRoot, bpf.Version()) + "#" + w.secret},
+		{"ptrace", strconv.Itoa(proxyPid)},
+		{"vmread", vm(proxyPid)},
+		{"bind", filepath.Dir(w.secret) + ">" + filepath.Join(w.ws, "m")},
+		{"bind", filepath.Dir(w.secret) + ">" + w.ws},
+		{"rawudp", fmt.Sprintf("%d#%s", w.udpPort(), c)},
+		{"packet", c},
+		{"uringudp", fmt.Sprintf("%d#%s", w.udpPort(), c)},
+		{"unix", w.daemon + "#" + c},
+		{"unix", w.abstract + "#" + c},
+		{"unix", w.inner + "#inner-ok"},
+	}
+}
+
+// check holds the oracles: no canary at any sink or in the output, the
+// secret never printed, the workspace's own socket reached.
+func (w *containWorld) check(t *testing.T, res map[string]string, secret []byte) {
+	t.Helper()
+	for k, v := range res {
+		assert.NotContains(t, v, "CANARY-SSH", "%s leaked the secret file", k)
+		assert.NotContains(t, v, string(secret), "%s leaked the proxy's memory", k)
+	}
+	require.NoError(t, w.udp.SetReadDeadline(time.Now().Add(500*time.Millisecond)))
+	buf := make([]byte, 512)
+	for {
+		n, _, err := w.udp.ReadFrom(buf)
+		if err != nil {
+			break
+		}
+		assert.NotContains(t, string(buf[:n]), w.canary, "a datagram reached the sink")
+	}
+	innerOK := false
+	deadline := time.After(time.Second)
+	for done := false; !done; {
+		select {
+		case h := <-w.heard:
+			assert.NotContains(t, h, w.canary, "a unix listener got the canary")
+			innerOK = innerOK || h == w.inner+" inner-ok"
+		case <-deadline:
+			done = true
+		}
+	}
+	assert.True(t, innerOK, "the workspace's own unix socket stays reachable")
+	assert.Equal(t, "ok", res["unix#3"])
+	st, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	assert.Contains(t, string(st), "TracerPid:\t0")
+	// The maps still hold every session: nothing was deleted from inside.
+	_, err = os.Stat(filepath.Join(w.ws, "m", "id_rsa"))
+	assert.Error(t, err, "no bind mount of the secret directory")
+}
+
+// TestEdgesContain: the server, started through the launcher as the
+// proxy starts it, tries every containment class (issue #18).
+func TestEdgesContain(t *testing.T) {
+	w := newContainWorld(t)
+	s, _ := edgeSession(t, w.policy())
+	secret := []byte(w.canary + "-MEM")
+	res := edgeRun(t, s, w.steps(os.Getpid(), secret)...)
+	t.Logf("results: %v", res)
+	for _, k := range []string{"maptamper", "ptrace", "vmread", "bind", "bind#2", "rawudp", "packet", "uringudp", "unix", "unix#2"} {
+		assert.NotEqual(t, "ok", res[k], k)
+	}
+	w.check(t, res, secret)
+}
+
+// TestEdgesContainHooks: the same attacks by a task that kept every
+// capability and has no seccomp filter (joined by tgid, not launched):
+// the BPF LSM hooks alone stop them.
+func TestEdgesContainHooks(t *testing.T) {
+	w := newContainWorld(t)
+	s, log := edgeSession(t, w.policy())
+	require.NoError(t, s.Prepare(exec.Command("/bin/true"))) // maps only; never run
+	secret := []byte(w.canary + "-MEM")
+	res := edgeJoined(t, s, w.steps(os.Getpid(), secret)...)
+	t.Logf("results: %v", res)
+	t.Cleanup(func() { unix.Unmount(filepath.Join(w.ws, "m"), unix.MNT_DETACH); unix.Unmount(w.ws, unix.MNT_DETACH) })
+	for _, k := range []string{"maptamper", "ptrace", "vmread", "bind", "bind#2", "rawudp", "packet", "uringudp", "unix", "unix#2"} {
+		assert.Equal(t, "EPERM", res[k], k)
+	}
+	w.check(t, res, secret)
+	s.Close()
+	for _, rule := range []string{sandbox.RuleBPF, sandbox.RulePtrace, sandbox.RuleMount, sandbox.RuleSocket, sandbox.RuleUnix} {
+		assert.Contains(t, log.String(), `"rule":"`+rule+`"`)
+	}
+}
+
+// TestEdgesContainKeyring: a secret in this process's session keyring (as
+// aws-vault or a Kerberos KEYRING: cache leaves it) is out of reach of a
+// launched server (fresh keyring, seccomp) and of a joined task that
+// inherited the keyring (key_permission hook).
+func TestEdgesContainKeyring(t *testing.T) {
+	d := newEdgeDirs(t)
+	s, log := edgeSession(t, d.policy())
+	// Keyrings are per-thread credentials: this thread joins a keyring
+	// of its own, adds the key and forks the children.
+	runtime.LockOSThread()
+	if _, _, e := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0); e != 0 {
+		t.Skipf("no keyrings here: %v", e)
+	}
+	c := fmt.Sprintf("CANARY-KEY-%d", time.Now().UnixNano())
+	desc := fmt.Sprintf("mcpguard-edge-%d", os.Getpid())
+	_, err := unix.AddKey("user", desc, []byte(c), unix.KEY_SPEC_SESSION_KEYRING)
+	require.NoError(t, err)
+	launched := edgeRun(t, s, []string{"key", desc})
+	joined := edgeJoined(t, s, []string{"key", desc})
+	for _, res := range []map[string]string{launched, joined} {
+		for k, v := range res {
+			assert.NotContains(t, v, c, k)
+		}
+	}
+	assert.Equal(t, "EPERM", joined["key"], "the key_permission hook alone")
+	s.Close()
+	assert.Contains(t, log.String(), `"rule":"`+sandbox.RuleKey+`"`)
+}
+
+// TestEdgesContainGit: renaming .git away to plant a hook, swapping in a
+// fresh .git, pointing core.hooksPath elsewhere: the repository stays as
+// it was (the launcher pins .git and binds hooks and config read-only).
+func TestEdgesContainGit(t *testing.T) {
+	d := newEdgeDirs(t)
+	git := filepath.Join(d.ws, ".git")
+	require.NoError(t, os.MkdirAll(filepath.Join(git, "hooks"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(git, "config"), []byte("[core]\n"), 0o644))
+	var before unix.Stat_t
+	require.NoError(t, unix.Stat(git, &before))
+	s, _ := edgeSession(t, d.policy())
+	res := edgeRun(t, s, []string{"gitswap", d.ws}, []string{"gitnew", d.ws},
+		[]string{"append", filepath.Join(git, "config") + "#\thooksPath = /tmp/evil\n"})
+	t.Logf("results: %v", res)
+	assert.NoFileExists(t, filepath.Join(git, "hooks", "pre-commit"))
+	cfg, err := os.ReadFile(filepath.Join(git, "config"))
+	require.NoError(t, err)
+	assert.Equal(t, "[core]\n", string(cfg))
+	var after unix.Stat_t
+	require.NoError(t, unix.Stat(git, &after))
+	assert.Equal(t, before.Ino, after.Ino, ".git is still the same directory")
+}
+
+// edgeProxyEnv makes this binary a proxy that dies without closing its
+// session: "WS:OUTDIR:SERVER-EXITS". It guards a server (this binary
+// again) with write access to WS, writes its session's policy id and the
+// server's pid to OUTDIR, and waits to be killed.
+const edgeProxyEnv = "MCPGUARD_EDGE_PROXY"
+
+func init() {
+	v := os.Getenv(edgeProxyEnv)
+	if v == "" {
+		return
+	}
+	parts := strings.Split(v, ":")
+	ws, out, exits := parts[0], parts[1], parts[2] == "1"
+	s, err := sandbox.New(context.Background(), &policy.Policy{Server: "edge", Filesystem: policy.Filesystem{Write: []string{ws}}}, sandbox.Options{Server: "edge"})
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	steps := `[["sleep","600000"]]`
+	if exits {
+		steps = `[]`
+	}
+	self, _ := os.Executable()
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), edgeStepsEnv+"="+steps, edgeProxyEnv+"=")
+	if err := s.Prepare(cmd); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	s.Started(cmd.Process.Pid)
+	if exits {
+		cmd.Wait()
+	}
+	os.WriteFile(filepath.Join(out, "server.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	os.WriteFile(filepath.Join(out, "policy.id"), []byte(strconv.FormatUint(s.PolicyID(), 10)), 0o644)
+	select {}
+}
+
+// TestEdgesReap: proxies killed with SIGKILL (one while its server runs,
+// one after its server exited) leave their sessions behind; the next
+// session's Prepare reaps them: the orphaned server is killed, the cgroup
+// removed, the cgroup map entry gone, so dead proxies cannot exhaust the
+// 64 sessions the map holds.
+func TestEdgesReap(t *testing.T) {
+	testenv.RequireBPF(t)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	type dead struct {
+		id     uint64
+		server int
+	}
+	var deads []dead
+	for _, exits := range []string{"0", "1"} {
+		d := newEdgeDirs(t)
+		out := t.TempDir()
+		proxy := exec.Command(self)
+		proxy.Env = append(os.Environ(), edgeProxyEnv+"="+d.ws+":"+out+":"+exits)
+		proxy.Stdout = os.Stderr
+		require.NoError(t, proxy.Start())
+		var id uint64
+		require.Eventually(t, func() bool {
+			b, err := os.ReadFile(filepath.Join(out, "policy.id"))
+			if err != nil {
+				return false
+			}
+			id, err = strconv.ParseUint(string(b), 10, 64)
+			return err == nil
+		}, 60*time.Second, 50*time.Millisecond, "the proxy set up its session")
+		b, err := os.ReadFile(filepath.Join(out, "server.pid"))
+		require.NoError(t, err)
+		server, _ := strconv.Atoi(string(b))
+		require.NoError(t, proxy.Process.Kill())
+		proxy.Wait()
+		deads = append(deads, dead{id, server})
+	}
+	cgroups, err := ebpf.LoadPinnedMap(filepath.Join(sandbox.DefaultPinRoot, bpf.Version(), "cgroups"), nil)
+	testenv.SkipIfNotSupported(t, err)
+	defer cgroups.Close()
+	var v uint64
+	for _, dd := range deads {
+		require.NoError(t, cgroups.Lookup(dd.id, &v), "the dead proxy's session is still registered")
+	}
+	d := newEdgeDirs(t)
+	var log strings.Builder
+	s, err := sandbox.New(context.Background(), d.policy(), sandbox.Options{Server: "edge", Audit: audit.New(&log), ReapGrace: time.Nanosecond})
+	testenv.SkipIfNotSupported(t, err)
+	defer s.Close()
+	res := edgeRun(t, s, []string{"read", filepath.Join(d.ws, "notes.txt")})
+	assert.Equal(t, map[string]string{"read": "ok"}, res)
+	for _, dd := range deads {
+		assert.ErrorIs(t, cgroups.Lookup(dd.id, &v), ebpf.ErrKeyNotExist, "session %d reaped", dd.id)
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", dd.server))
+		if err == nil {
+			fields := strings.Fields(string(st))
+			assert.Equal(t, "Z", fields[2], "the orphaned server was killed")
+		}
+	}
 }

@@ -29,9 +29,6 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define EPERM 1
-#define AF_UNIX 1
-#define AF_INET 2
-#define AF_INET6 10
 #define S_IFMT 00170000
 #define S_IFREG 0100000
 #define FMODE_READ 0x1
@@ -54,6 +51,12 @@ enum event_kind {
 	EV_EXEC = 7,
 	EV_FILE_PROC = 8,
 	EV_FILE_PROTECTED = 9,
+	EV_BPF = 10,
+	EV_PTRACE = 11,
+	EV_MOUNT = 12,
+	EV_SOCKET = 13,
+	EV_UNIX = 14,
+	EV_KEY = 15,
 };
 
 #define MAX_DEPTH 64 // dentry levels walked (deeper paths are denied)
@@ -67,16 +70,7 @@ struct inode_key {
 	__u32 pad;
 };
 
-// LPM key: the policy id (64 bits, host order), 16 bits of port (big endian,
-// 0 = any port), then the IPv6 address (IPv4 as ::ffff:a.b.c.d). prefixlen
-// counts from the policy id, so it is 64 + 16 + the address prefix length.
-struct net_key {
-	__u32 prefixlen;
-	__u8 policy[8];
-	__u8 port[2];
-	__u8 addr[16];
-	__u8 pad[2];
-};
+#include "decide.h"
 
 struct event {
 	__u64 policy;
@@ -494,6 +488,11 @@ int BPF_PROG(file_guard, struct file *file)
 				return -EPERM;
 			}
 		}
+		// The launcher mounts a /proc of the server's own pid namespace,
+		// a superblock no rule can name in advance: reading it is what
+		// the baseline's /proc grant means. Writes still need a rule.
+		if (need == ACC_READ)
+			return 0;
 	}
 
 	int v = walk(policy, d, vm, need);
@@ -607,11 +606,7 @@ int BPF_PROG(link_guard, struct dentry *old_dentry, const struct path *new_dir, 
 
 static __always_inline int net_allowed(struct net_key *k)
 {
-	if (bpf_map_lookup_elem(&net_rules, k))
-		return 1;
-	k->port[0] = 0;
-	k->port[1] = 0;
-	return bpf_map_lookup_elem(&net_rules, k) != NULL;
+	return net_lookup(&net_rules, k);
 }
 
 // check_addr returns 0 when the destination is allowed, -EPERM otherwise
@@ -627,21 +622,16 @@ static __always_inline int check_addr(__u64 policy, __u32 kind, struct sockaddr 
 	if (family == AF_INET) {
 		struct sockaddr_in in = {};
 		bpf_probe_read_kernel(&in, sizeof(in), sa);
-		k.addr[10] = 0xff;
-		k.addr[11] = 0xff;
-		__builtin_memcpy(&k.addr[12], &in.sin_addr.s_addr, 4);
 		port = bpf_ntohs(in.sin_port);
+		net_key_fill(&k, policy, family, (const __u8 *)&in.sin_addr.s_addr, port);
 	} else if (family == AF_INET6) {
 		struct sockaddr_in6 in6 = {};
 		bpf_probe_read_kernel(&in6, sizeof(in6), sa);
-		__builtin_memcpy(k.addr, &in6.sin6_addr, 16);
 		port = bpf_ntohs(in6.sin6_port);
+		net_key_fill(&k, policy, family, (const __u8 *)&in6.sin6_addr, port);
 	} else {
 		return 0;
 	}
-	k.prefixlen = 64 + 16 + 128;
-	k.port[0] = port >> 8;
-	k.port[1] = port & 0xff;
 	struct net_key full = k;
 	if (net_allowed(&k))
 		return 0;
@@ -725,4 +715,204 @@ int BPF_PROG(exit_guard, struct task_struct *p)
 	__u32 tgid = p->tgid;
 	bpf_map_delete_elem(&tasks, &tgid);
 	return 0;
+}
+
+// ---- Containment hooks: what a guarded task may never do, whatever its
+// policy. The launcher already leaves the server without capabilities and
+// under a seccomp filter; these hold even if one of those is missing.
+
+// pid_ns_init reports whether the current task is the init (pid 1) of a
+// pid namespace other than the initial one: the launcher's first stage,
+// which sets up the server's mounts. A guarded task cannot become one (it
+// may not make namespaces).
+static __always_inline int pid_ns_init(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct pid *p = t->thread_pid;
+	unsigned int level = BPF_CORE_READ(p, level);
+	if (level == 0 || level > 32)
+		return 0;
+	struct upid u = {};
+	void *base = (void *)p + bpf_core_field_offset(struct pid, numbers);
+	bpf_probe_read_kernel(&u, sizeof(u), base + (__u64)level * sizeof(struct upid));
+	return u.nr == 1;
+}
+
+static __always_inline int deny_kind(__u64 policy, __u32 kind, __u32 detail)
+{
+	struct event *e = new_event(policy, kind);
+	if (e) {
+		e->access = detail;
+		send_event(e);
+	}
+	return -EPERM;
+}
+
+// Guarded tasks get no map or program access: their session's membership
+// (cgroups, tasks) and rules cannot be edited from inside.
+SEC("lsm/bpf")
+int BPF_PROG(bpf_guard, int cmd, union bpf_attr *attr, unsigned int size)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	return deny_kind(policy, EV_BPF, cmd);
+}
+
+// policy_of is guarded() for another task.
+static __always_inline __u64 policy_of(struct task_struct *t)
+{
+	__u64 cg = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	__u64 *p = bpf_map_lookup_elem(&cgroups, &cg);
+	if (p)
+		return *p;
+	__u32 tgid = BPF_CORE_READ(t, tgid);
+	p = bpf_map_lookup_elem(&tasks, &tgid);
+	return p ? *p : 0;
+}
+
+// ptrace, process_vm_readv/writev, /proc/PID/mem and the like: only within
+// the task's own session, never the proxy or anything outside.
+SEC("lsm/ptrace_access_check")
+int BPF_PROG(ptrace_guard, struct task_struct *child, unsigned int mode)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	if (policy_of(child) == policy)
+		return 0;
+	return deny_kind(policy, EV_PTRACE, mode);
+}
+
+// No mounts: a bind mount would carry a protected directory's inodes under
+// a write root's rule. Only the launcher's first stage (pid 1 of the
+// server's pid namespace) mounts, before the server exists.
+SEC("lsm/sb_mount")
+int BPF_PROG(mount_guard, const char *dev_name, const struct path *path, const char *type,
+	     unsigned long flags, void *data)
+{
+	__u64 policy = guarded();
+	if (!policy || pid_ns_init())
+		return 0;
+	return deny_kind(policy, EV_MOUNT, 1);
+}
+
+SEC("lsm/move_mount")
+int BPF_PROG(move_mount_guard, const struct path *from_path, const struct path *to_path)
+{
+	__u64 policy = guarded();
+	if (!policy || pid_ns_init())
+		return 0;
+	return deny_kind(policy, EV_MOUNT, 2);
+}
+
+SEC("lsm/sb_umount")
+int BPF_PROG(umount_guard, struct vfsmount *mnt, int flags)
+{
+	__u64 policy = guarded();
+	if (!policy || pid_ns_init())
+		return 0;
+	return deny_kind(policy, EV_MOUNT, 3);
+}
+
+// No packet sockets and no raw IP sockets (any packet, past every connect
+// hook). Runs for io_uring's IORING_OP_SOCKET too. Kernel-internal sockets
+// are not the task's.
+SEC("lsm/socket_create")
+int BPF_PROG(socket_guard, int family, int type, int protocol, int kern)
+{
+	if (kern)
+		return 0;
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	if (socket_denied(family, type)) {
+		struct event *e = new_event(policy, EV_SOCKET);
+		if (e) {
+			e->family = family;
+			e->access = type;
+			e->port = protocol;
+			send_event(e);
+		}
+		return -EPERM;
+	}
+	return 0;
+}
+
+// unix_allowed: a unix socket peer is reachable when it is bound to a path
+// the policy grants write to (the server's own sockets in its workspace).
+// Abstract names belong to nobody's policy: denied. An unbound peer (a
+// socketpair's) is the task's own.
+static __always_inline int unix_allowed(__u64 policy, struct sock *other)
+{
+	struct unix_sock *u = (struct unix_sock *)other;
+	struct unix_address *addr = BPF_CORE_READ(u, addr);
+	if (!addr)
+		return 1;
+	struct dentry *d = BPF_CORE_READ(u, path.dentry);
+	if (!d)
+		return 0; // abstract
+	struct vfsmount *vm = BPF_CORE_READ(u, path.mnt);
+	struct walk_ctx c = {
+		.policy = policy,
+		.d = d,
+		.mnt = real_mount(vm),
+		.mroot = BPF_CORE_READ(vm, mnt_root),
+		.dev = BPF_CORE_READ(vm, mnt_sb, s_dev),
+		.need = ACC_WRITE,
+		.verdict = W_DENY,
+	};
+	bpf_loop(MAX_DEPTH, walk_step, &c, 0);
+	return c.verdict != W_DENY && c.verdict != W_INTERNAL;
+}
+
+static __always_inline int unix_check(struct sock *other)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	if (unix_allowed(policy, other))
+		return 0;
+	struct event *e = new_event(policy, EV_UNIX);
+	if (e) {
+		struct unix_sock *u = (struct unix_sock *)other;
+		struct unix_address *addr = BPF_CORE_READ(u, addr);
+		if (addr) {
+			int len = BPF_CORE_READ(addr, len);
+			void *name = (void *)addr + bpf_core_field_offset(struct unix_address, name);
+			// sun_path, after the 2-byte family; abstract names start
+			// with a NUL, kept as '@' for the log.
+			bpf_probe_read_kernel(e->path, 108, name + 2);
+			if (e->path[0] == 0)
+				e->path[0] = '@';
+			e->access = len;
+		}
+		e->family = AF_UNIX;
+		send_event(e);
+	}
+	return -EPERM;
+}
+
+SEC("lsm/unix_stream_connect")
+int BPF_PROG(unix_connect_guard, struct sock *sock, struct sock *other, struct sock *newsk)
+{
+	return unix_check(other);
+}
+
+SEC("lsm/unix_may_send")
+int BPF_PROG(unix_send_guard, struct socket *sock, struct socket *other)
+{
+	return unix_check(BPF_CORE_READ(other, sk));
+}
+
+// Kernel keyrings hold other programs' secrets (aws-vault, Kerberos
+// KEYRING: caches): guarded tasks use none, not even their own fresh
+// session keyring.
+SEC("lsm/key_permission")
+int BPF_PROG(key_guard, key_ref_t key_ref, const struct cred *cred, __u32 need_perm)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	return deny_kind(policy, EV_KEY, need_perm);
 }

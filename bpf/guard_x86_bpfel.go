@@ -58,30 +58,39 @@ type guardNetKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	guardMapCgroups        = "cgroups"
-	guardMapEvents         = "events"
-	guardMapExecRules      = "exec_rules"
-	guardMapFsRules        = "fs_rules"
-	guardMapNetRules       = "net_rules"
-	guardMapProtected      = "protected"
-	guardMapScratch        = "scratch"
-	guardMapTasks          = "tasks"
-	guardProgCreateGuard   = "create_guard"
-	guardProgExitGuard     = "exit_guard"
-	guardProgFileGuard     = "file_guard"
-	guardProgForkGuard     = "fork_guard"
-	guardProgLinkGuard     = "link_guard"
-	guardProgMkdirGuard    = "mkdir_guard"
-	guardProgNetGuard      = "net_guard"
-	guardProgProcGuard     = "proc_guard"
-	guardProgRenameGuard   = "rename_guard"
-	guardProgSendGuard     = "send_guard"
-	guardProgSymlinkGuard  = "symlink_guard"
-	guardProgUnlinkGuard   = "unlink_guard"
-	guardVarUnusedEvent    = "unused_event"
-	guardVarUnusedInodeKey = "unused_inode_key"
-	guardVarUnusedNameKey  = "unused_name_key"
-	guardVarUnusedNetKey   = "unused_net_key"
+	guardMapCgroups           = "cgroups"
+	guardMapEvents            = "events"
+	guardMapExecRules         = "exec_rules"
+	guardMapFsRules           = "fs_rules"
+	guardMapNetRules          = "net_rules"
+	guardMapProtected         = "protected"
+	guardMapScratch           = "scratch"
+	guardMapTasks             = "tasks"
+	guardProgBpfGuard         = "bpf_guard"
+	guardProgCreateGuard      = "create_guard"
+	guardProgExitGuard        = "exit_guard"
+	guardProgFileGuard        = "file_guard"
+	guardProgForkGuard        = "fork_guard"
+	guardProgKeyGuard         = "key_guard"
+	guardProgLinkGuard        = "link_guard"
+	guardProgMkdirGuard       = "mkdir_guard"
+	guardProgMountGuard       = "mount_guard"
+	guardProgMoveMountGuard   = "move_mount_guard"
+	guardProgNetGuard         = "net_guard"
+	guardProgProcGuard        = "proc_guard"
+	guardProgPtraceGuard      = "ptrace_guard"
+	guardProgRenameGuard      = "rename_guard"
+	guardProgSendGuard        = "send_guard"
+	guardProgSocketGuard      = "socket_guard"
+	guardProgSymlinkGuard     = "symlink_guard"
+	guardProgUmountGuard      = "umount_guard"
+	guardProgUnixConnectGuard = "unix_connect_guard"
+	guardProgUnixSendGuard    = "unix_send_guard"
+	guardProgUnlinkGuard      = "unlink_guard"
+	guardVarUnusedEvent       = "unused_event"
+	guardVarUnusedInodeKey    = "unused_inode_key"
+	guardVarUnusedNameKey     = "unused_name_key"
+	guardVarUnusedNetKey      = "unused_net_key"
 )
 
 // loadGuard returns the embedded CollectionSpec for guard.
@@ -126,18 +135,27 @@ type guardSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type guardProgramSpecs struct {
-	CreateGuard  *ebpf.ProgramSpec `ebpf:"create_guard"`
-	ExitGuard    *ebpf.ProgramSpec `ebpf:"exit_guard"`
-	FileGuard    *ebpf.ProgramSpec `ebpf:"file_guard"`
-	ForkGuard    *ebpf.ProgramSpec `ebpf:"fork_guard"`
-	LinkGuard    *ebpf.ProgramSpec `ebpf:"link_guard"`
-	MkdirGuard   *ebpf.ProgramSpec `ebpf:"mkdir_guard"`
-	NetGuard     *ebpf.ProgramSpec `ebpf:"net_guard"`
-	ProcGuard    *ebpf.ProgramSpec `ebpf:"proc_guard"`
-	RenameGuard  *ebpf.ProgramSpec `ebpf:"rename_guard"`
-	SendGuard    *ebpf.ProgramSpec `ebpf:"send_guard"`
-	SymlinkGuard *ebpf.ProgramSpec `ebpf:"symlink_guard"`
-	UnlinkGuard  *ebpf.ProgramSpec `ebpf:"unlink_guard"`
+	BpfGuard         *ebpf.ProgramSpec `ebpf:"bpf_guard"`
+	CreateGuard      *ebpf.ProgramSpec `ebpf:"create_guard"`
+	ExitGuard        *ebpf.ProgramSpec `ebpf:"exit_guard"`
+	FileGuard        *ebpf.ProgramSpec `ebpf:"file_guard"`
+	ForkGuard        *ebpf.ProgramSpec `ebpf:"fork_guard"`
+	KeyGuard         *ebpf.ProgramSpec `ebpf:"key_guard"`
+	LinkGuard        *ebpf.ProgramSpec `ebpf:"link_guard"`
+	MkdirGuard       *ebpf.ProgramSpec `ebpf:"mkdir_guard"`
+	MountGuard       *ebpf.ProgramSpec `ebpf:"mount_guard"`
+	MoveMountGuard   *ebpf.ProgramSpec `ebpf:"move_mount_guard"`
+	NetGuard         *ebpf.ProgramSpec `ebpf:"net_guard"`
+	ProcGuard        *ebpf.ProgramSpec `ebpf:"proc_guard"`
+	PtraceGuard      *ebpf.ProgramSpec `ebpf:"ptrace_guard"`
+	RenameGuard      *ebpf.ProgramSpec `ebpf:"rename_guard"`
+	SendGuard        *ebpf.ProgramSpec `ebpf:"send_guard"`
+	SocketGuard      *ebpf.ProgramSpec `ebpf:"socket_guard"`
+	SymlinkGuard     *ebpf.ProgramSpec `ebpf:"symlink_guard"`
+	UmountGuard      *ebpf.ProgramSpec `ebpf:"umount_guard"`
+	UnixConnectGuard *ebpf.ProgramSpec `ebpf:"unix_connect_guard"`
+	UnixSendGuard    *ebpf.ProgramSpec `ebpf:"unix_send_guard"`
+	UnlinkGuard      *ebpf.ProgramSpec `ebpf:"unlink_guard"`
 }
 
 // guardMapSpecs contains maps before they are loaded into the kernel.
@@ -221,33 +239,51 @@ type guardVariables struct {
 //
 // It can be passed to loadGuardObjects or ebpf.CollectionSpec.LoadAndAssign.
 type guardPrograms struct {
-	CreateGuard  *ebpf.Program `ebpf:"create_guard"`
-	ExitGuard    *ebpf.Program `ebpf:"exit_guard"`
-	FileGuard    *ebpf.Program `ebpf:"file_guard"`
-	ForkGuard    *ebpf.Program `ebpf:"fork_guard"`
-	LinkGuard    *ebpf.Program `ebpf:"link_guard"`
-	MkdirGuard   *ebpf.Program `ebpf:"mkdir_guard"`
-	NetGuard     *ebpf.Program `ebpf:"net_guard"`
-	ProcGuard    *ebpf.Program `ebpf:"proc_guard"`
-	RenameGuard  *ebpf.Program `ebpf:"rename_guard"`
-	SendGuard    *ebpf.Program `ebpf:"send_guard"`
-	SymlinkGuard *ebpf.Program `ebpf:"symlink_guard"`
-	UnlinkGuard  *ebpf.Program `ebpf:"unlink_guard"`
+	BpfGuard         *ebpf.Program `ebpf:"bpf_guard"`
+	CreateGuard      *ebpf.Program `ebpf:"create_guard"`
+	ExitGuard        *ebpf.Program `ebpf:"exit_guard"`
+	FileGuard        *ebpf.Program `ebpf:"file_guard"`
+	ForkGuard        *ebpf.Program `ebpf:"fork_guard"`
+	KeyGuard         *ebpf.Program `ebpf:"key_guard"`
+	LinkGuard        *ebpf.Program `ebpf:"link_guard"`
+	MkdirGuard       *ebpf.Program `ebpf:"mkdir_guard"`
+	MountGuard       *ebpf.Program `ebpf:"mount_guard"`
+	MoveMountGuard   *ebpf.Program `ebpf:"move_mount_guard"`
+	NetGuard         *ebpf.Program `ebpf:"net_guard"`
+	ProcGuard        *ebpf.Program `ebpf:"proc_guard"`
+	PtraceGuard      *ebpf.Program `ebpf:"ptrace_guard"`
+	RenameGuard      *ebpf.Program `ebpf:"rename_guard"`
+	SendGuard        *ebpf.Program `ebpf:"send_guard"`
+	SocketGuard      *ebpf.Program `ebpf:"socket_guard"`
+	SymlinkGuard     *ebpf.Program `ebpf:"symlink_guard"`
+	UmountGuard      *ebpf.Program `ebpf:"umount_guard"`
+	UnixConnectGuard *ebpf.Program `ebpf:"unix_connect_guard"`
+	UnixSendGuard    *ebpf.Program `ebpf:"unix_send_guard"`
+	UnlinkGuard      *ebpf.Program `ebpf:"unlink_guard"`
 }
 
 func (p *guardPrograms) Close() error {
 	return _GuardClose(
+		p.BpfGuard,
 		p.CreateGuard,
 		p.ExitGuard,
 		p.FileGuard,
 		p.ForkGuard,
+		p.KeyGuard,
 		p.LinkGuard,
 		p.MkdirGuard,
+		p.MountGuard,
+		p.MoveMountGuard,
 		p.NetGuard,
 		p.ProcGuard,
+		p.PtraceGuard,
 		p.RenameGuard,
 		p.SendGuard,
+		p.SocketGuard,
 		p.SymlinkGuard,
+		p.UmountGuard,
+		p.UnixConnectGuard,
+		p.UnixSendGuard,
 		p.UnlinkGuard,
 	)
 }

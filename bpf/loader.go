@@ -45,6 +45,12 @@ const (
 	EvExec         uint32 = 7
 	EvFileProc     uint32 = 8
 	EvFileProtect  uint32 = 9
+	EvBPF          uint32 = 10
+	EvPtrace       uint32 = 11
+	EvMount        uint32 = 12
+	EvSocket       uint32 = 13
+	EvUnix         uint32 = 14
+	EvKey          uint32 = 15
 )
 
 // Values of the protected map, as in guard.bpf.c.

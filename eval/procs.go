@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpguard/mcpguard/guard/launch"
 )
 
 // caseProcs lists the processes that belong to a case: those whose
@@ -105,4 +107,59 @@ func runnable(pid int) bool {
 		}
 	}
 	return false
+}
+
+// serverPids is the server's process as the proxy started it (pid), and,
+// when that is mcpguard's launcher (guard/launch: pid 1 of the server's
+// namespaces, which only waits), the launcher's first child, which became
+// the server itself: last in the list. Orphans the launcher reaps are not
+// its first child and stay "other" processes.
+func serverPids(pid int) []int {
+	if pid <= 0 {
+		return []int{pid}
+	}
+	cmd, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return []int{pid}
+	}
+	args := bytes.Split(cmd, []byte{0})
+	if len(args) < 2 || string(args[1]) != launch.StageArg {
+		return []int{pid}
+	}
+	first, firstStart := 0, uint64(0)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ppid, start, ok := statOf(child)
+		if ok && ppid == pid && (first == 0 || start < firstStart) {
+			first, firstStart = child, start
+		}
+	}
+	if first == 0 {
+		return []int{pid}
+	}
+	return []int{pid, first}
+}
+
+// statOf reads a process's parent pid and start time from /proc/PID/stat.
+func statOf(pid int) (ppid int, start uint64, ok bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	// After "pid (comm) ": state, ppid, ... starttime is field 22.
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, 0, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	start, err2 := strconv.ParseUint(f[19], 10, 64)
+	return ppid, start, err1 == nil && err2 == nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -479,7 +480,7 @@ func (r *Runner) waitQuiet(ctx context.Context, sb *Sandbox, since time.Time, se
 	deadline := time.Now().Add(r.Settle)
 	busy := since
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if pid := serverPid(); othersAlive(sb, pid) || runnable(pid) {
+		if pids := serverPids(serverPid()); othersAlive(sb, pids...) || runnable(pids[len(pids)-1]) {
 			busy = time.Now()
 		}
 		last := sb.LastActivity()
@@ -493,10 +494,11 @@ func (r *Runner) waitQuiet(ctx context.Context, sb *Sandbox, since time.Time, se
 	}
 }
 
-// othersAlive reports whether a process of the case other than pid runs.
-func othersAlive(sb *Sandbox, pid int) bool {
+// othersAlive reports whether a process of the case other than the
+// server's runs.
+func othersAlive(sb *Sandbox, server ...int) bool {
 	for _, p := range caseProcs(sb) {
-		if p != pid {
+		if !slices.Contains(server, p) {
 			return true
 		}
 	}

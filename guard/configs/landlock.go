@@ -64,6 +64,7 @@ func buildLandlock(o Options, s *Setup, lo landlock.Options) error {
 	if err != nil {
 		return err
 	}
+	lo.Audit, lo.Server, lo.Config = o.Audit, o.Server, s.Name
 	sb, err := landlock.New(p, lo)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -2,13 +2,17 @@ package landlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
+	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
 )
@@ -24,7 +28,17 @@ type Options struct {
 	Probe Probe
 	// Note is added to Limits, e.g. why `--l3 auto` chose this backend.
 	Note string
+	// Audit receives what Prepare excluded or refused (hard links);
+	// Server and Config label those events.
+	Audit          *audit.Logger
+	Server, Config string
 }
+
+// ErrHardLinks is returned by Prepare under a non-root proxy when a read
+// or write root holds a regular file with several names: Landlock judges
+// the name opened, so another name of a secret would be readable, and
+// without a mount namespace the file cannot be masked.
+var ErrHardLinks = errors.New("landlock: multiply-linked files under the policy's roots")
 
 // Sandbox is the Landlock guard.Sandbox. It holds the policy's compiled
 // rules; Prepare adds the server program's own and rewrites the command.
@@ -34,6 +48,7 @@ type Sandbox struct {
 	abi      int
 	wrapper  string
 	note     string
+	opts     Options
 }
 
 var _ guard.Sandbox = (*Sandbox)(nil)
@@ -75,7 +90,7 @@ func New(p *policy.Policy, o Options) (*Sandbox, error) {
 		}
 	}
 	res := runtime.New(runtime.Options{ExtraRead: p.Runtime.Read, ExtraExec: p.Runtime.Exec})
-	return &Sandbox{rules: r, resolver: res, abi: abi, wrapper: w, note: o.Note}, nil
+	return &Sandbox{rules: r, resolver: res, abi: abi, wrapper: w, note: o.Note, opts: o}, nil
 }
 
 func exists(path string) bool {
@@ -102,9 +117,10 @@ func (s *Sandbox) Limits() string {
 	return l
 }
 
-// Prepare implements guard.Sandbox: it makes cmd start the wrapper, which
-// applies the rules and execve()s the server. The rules for this command
-// are the policy's plus the runtime grants for this command (CommandRules).
+// Prepare implements guard.Sandbox: it makes cmd start through the
+// launcher (package launch), which drops the server's privileges, applies
+// the rules and execve()s the server. The rules for this command are the
+// policy's plus the runtime grants for this command (CommandRules).
 func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 	if cmd.Err != nil {
 		return fmt.Errorf("landlock prepare: %w", cmd.Err)
@@ -113,14 +129,57 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 	if err != nil {
 		return err
 	}
-	enc, err := r.Encode()
+	spec, err := launch.NewSpec(os.Geteuid(), os.Getenv, r.WriteRoots(), r.NoNetwork())
 	if err != nil {
+		return fmt.Errorf("landlock prepare: %w", err)
+	}
+	spec.Landlock = r
+	if err := s.hardLinks(&spec, r); err != nil {
 		return err
 	}
-	args := append([]string{s.wrapper, ExecArg, enc, argv[0]}, argv...)
-	cmd.Path = s.wrapper
-	cmd.Args = args
+	cmd.Path, cmd.Args = argv[0], argv
+	if err := launch.Prepare(cmd, spec, launch.Options{Self: s.wrapper}); err != nil {
+		return fmt.Errorf("landlock prepare: %w", err)
+	}
 	return nil
+}
+
+// hardLinks finds the multiply-linked regular files under the policy's
+// read and write roots (not named by the policy themselves). Under a root
+// proxy they are masked in the server's mount namespace; otherwise the
+// session is refused. Each is logged.
+func (s *Sandbox) hardLinks(spec *launch.Spec, r *Rules) error {
+	var roots []string
+	for _, p := range r.Paths {
+		if strings.HasPrefix(p.Why, "policy filesystem.") {
+			roots = append(roots, p.Path)
+		}
+	}
+	files, complete := launch.HardLinks(roots)
+	if !complete {
+		s.log("landlock.hardlink_walk_incomplete", "", fmt.Sprintf("stopped after %d entries under the policy's roots: hard links further on are not masked", launch.MaxWalk))
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	if spec.Namespaces {
+		spec.Mask = files
+		for _, f := range files {
+			s.log("landlock.hardlink_masked", f, "a regular file with several hard links under a policy root: another name may be a secret outside it; masked (unreadable) in the server's mount namespace")
+		}
+		return nil
+	}
+	for _, f := range files {
+		s.log("landlock.hardlink_refused", f, "a regular file with several hard links under a policy root; without a mount namespace (non-root proxy) it cannot be masked: session refused")
+	}
+	return fmt.Errorf("%w: %s (and %d more); remove the extra links or name the files in the policy", ErrHardLinks, files[0], len(files)-1)
+}
+
+func (s *Sandbox) log(rule, target, reason string) {
+	s.opts.Audit.Log(audit.Event{
+		Server: s.opts.Server, Config: s.opts.Config, Layer: "L3",
+		Rule: rule, Decision: audit.Deny, Target: target, Reason: reason,
+	})
 }
 
 // CommandRules returns the rules for running cmd: the policy's plus the

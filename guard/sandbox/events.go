@@ -25,6 +25,12 @@ const (
 	RuleNetConnect   = "net.connect_denied"
 	RuleNetSend      = "net.sendto_denied"
 	RuleExec         = "exec.denied"
+	RuleBPF          = "contain.bpf_denied"
+	RulePtrace       = "contain.ptrace_denied"
+	RuleMount        = "contain.mount_denied"
+	RuleSocket       = "contain.socket_denied"
+	RuleUnix         = "contain.unix_denied"
+	RuleKey          = "contain.key_denied"
 )
 
 func decodeEvent(raw []byte) (bpf.Event, error) {
@@ -113,6 +119,24 @@ func auditEvent(ev bpf.Event) audit.Event {
 	case bpf.EvExec:
 		e.Rule, e.Target = RuleExec, cstr(ev.Path[:])
 		e.Reason = fmt.Sprintf("%s ran %s (inode %d), not in the exec allow-list", comm, e.Target, ev.Ino)
+	case bpf.EvBPF:
+		e.Rule = RuleBPF
+		e.Reason = fmt.Sprintf("%s called bpf() (command %d): guarded tasks get no map or program access", comm, ev.Access)
+	case bpf.EvPtrace:
+		e.Rule = RulePtrace
+		e.Reason = fmt.Sprintf("%s inspected a process outside its session (ptrace mode %#x)", comm, ev.Access)
+	case bpf.EvMount:
+		e.Rule = RuleMount
+		e.Reason = fmt.Sprintf("%s changed the mount table", comm)
+	case bpf.EvSocket:
+		e.Rule = RuleSocket
+		e.Reason = fmt.Sprintf("%s made a packet or raw socket (family %d, type %d)", comm, ev.Family, ev.Access)
+	case bpf.EvUnix:
+		e.Rule, e.Target = RuleUnix, cstr(ev.Path[:108])
+		e.Reason = fmt.Sprintf("%s reached unix socket %q, not under a write root of the policy", comm, e.Target)
+	case bpf.EvKey:
+		e.Rule = RuleKey
+		e.Reason = fmt.Sprintf("%s used a kernel keyring", comm)
 	default:
 		e.Rule = "kernel.denied"
 		e.Reason = "kind " + strconv.Itoa(int(ev.Kind))

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/mcpguard/mcpguard/bpf"
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
 )
@@ -45,6 +47,12 @@ type Options struct {
 	// Resolver resolves host names in network rules (net.DefaultResolver
 	// if nil).
 	Resolver Resolver
+	// ReapGrace is how old a session cgroup whose proxy is gone must be
+	// before Prepare reaps it (10 s if zero; see Reap).
+	ReapGrace time.Duration
+	// Self is the launcher binary (os.Executable() if empty); it must link
+	// package launch.
+	Self string
 }
 
 // Session confines one server process tree. It implements guard.Sandbox.
@@ -136,14 +144,35 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 		}
 		parent = filepath.Join(mnt, "mcpguard")
 	}
+	spec, err := launch.NewSpec(os.Geteuid(), os.Getenv, s.writeRoots(), len(s.rules.Net) == 0)
+	if err != nil {
+		return fmt.Errorf("ebpf prepare: %w", err)
+	}
+	self := s.opts.Self
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			return fmt.Errorf("ebpf prepare: find own binary: %w", err)
+		}
+	}
+	// Sessions of proxies that died before closing them go first: the
+	// cgroup map is small.
+	Reap(s.objs, parent, s.opts.ReapGrace)
 	cg, err := newCgroup(parent)
 	if err != nil {
 		return err
 	}
+	if err := lockSession(cg); err != nil {
+		cg.remove(0)
+		return fmt.Errorf("lock session cgroup: %w", err)
+	}
 	s.cg, s.id = cg, cg.id
-	if err := s.load(cmd); err != nil {
+	if err := s.load(cmd, self); err != nil {
 		s.Close()
 		return err
+	}
+	if err := launch.Prepare(cmd, spec, launch.Options{Self: self}); err != nil {
+		s.Close()
+		return fmt.Errorf("ebpf prepare: %w", err)
 	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -153,10 +182,28 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 	return nil
 }
 
+// writeRoots are the policy's write grants, where the launcher looks for
+// entries to protect.
+func (s *Session) writeRoots() []string {
+	var out []string
+	for _, f := range s.rules.Files {
+		if f.Access&bpf.AccWrite != 0 {
+			out = append(out, f.Path)
+		}
+	}
+	return out
+}
+
 // load writes the session's map entries and starts reading its denials.
-func (s *Session) load(cmd *exec.Cmd) error {
+// self is the launcher binary (this one), which runs inside the session
+// before it becomes the server: executable and readable, like the server.
+func (s *Session) load(cmd *exec.Cmd, self string) error {
 	files := append(Baseline(), s.rules.Files...)
 	execs := s.rules.Exec
+	if self != "" {
+		files = append(files, FileRule{Path: self, Access: bpf.AccRead})
+		execs = append(execs, self)
+	}
 	if cmd != nil {
 		argv := append([]string{cmd.Path}, cmd.Args[1:]...)
 		if !filepath.IsAbs(cmd.Path) && len(cmd.Args) > 0 {

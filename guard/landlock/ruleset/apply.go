@@ -14,6 +14,8 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+
+	"github.com/mcpguard/mcpguard/guard/launch/seccomp"
 )
 
 // init serves ExecArg before anything else runs. Doing it here rather than
@@ -195,20 +197,66 @@ func RestrictThread(r *Rules, probe Probe) error {
 	return socketFilter(&own, abi)
 }
 
-// socketFilter installs the seccomp socket filter (seccomp.go) for r at
-// the given ABI. Where it is not implemented the Landlock domain stands
-// alone; its limits say so.
+// socketFilter installs the launcher's seccomp filter (package seccomp)
+// with the socket rules for r at the given ABI. Where it is not
+// implemented the Landlock domain stands alone; its limits say so.
 func socketFilter(r *Rules, abi int) error {
-	err := installSocketFilter(r.AllowUDP || abi >= 10)
-	if errors.Is(err, errNoFilter) {
+	err := seccomp.Install(SeccompOptions(r, abi))
+	if errors.Is(err, seccomp.ErrNoFilter) {
 		return nil
 	}
 	return err
 }
 
+// SeccompOptions are the socket rules that complete r at the given ABI:
+// inet sockets narrowed to what Landlock's port rules see, UDP refused
+// where Landlock cannot filter it by port (below ABI 10) unless the policy
+// admits DNS, and unix sockets refused where Landlock cannot judge which
+// one a connect reaches (below ABI 9).
+func SeccompOptions(r *Rules, abi int) seccomp.Options {
+	return seccomp.Options{
+		StrictInet: true,
+		AllowUDP:   r.AllowUDP || abi >= 10,
+		DenyUnix:   abi < 9,
+	}
+}
+
 // HasSocketFilter reports whether this build installs the seccomp socket
 // filter (amd64 and arm64).
-func HasSocketFilter() bool { return nativeArch != 0 }
+func HasSocketFilter() bool { return seccomp.Available() }
+
+// Build makes the kernel ruleset for r at the given ABI without enforcing
+// it, for a launcher that builds it with privilege (every rule's path must
+// be reachable) and enforces it in a less privileged child, which adds its
+// own /proc/PID first (AddOwnProc).
+func Build(r *Rules, abi int) (fd int, flags uint32, err error) {
+	return ruleset(r, abi, os.Stat)
+}
+
+// AddOwnProc adds the calling process's /proc/PID (read) to the ruleset
+// fd: after execve the server keeps this pid.
+func AddOwnProc(fd int) error {
+	p := selfProc()
+	pfd, err := unix.Open(p.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("landlock rule %s: %w", p.Path, err)
+	}
+	defer unix.Close(pfd)
+	attr := llsys.PathBeneathAttr{AllowedAccess: uint64(fsRead), ParentFd: pfd}
+	if err := llsys.LandlockAddPathBeneathRule(fd, &attr, 0); err != nil {
+		return fmt.Errorf("landlock rule %s: %w", p.Path, err)
+	}
+	return nil
+}
+
+// RestrictSelf enforces the ruleset fd on the calling thread (which must
+// be locked, with no_new_privs set) and installs the seccomp filter for r.
+func RestrictSelf(fd int, flags uint32, r *Rules, abi int) error {
+	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	return socketFilter(r, abi)
+}
 
 // KernelABI is the real probe: landlock_create_ruleset(NULL, 0,
 // LANDLOCK_CREATE_RULESET_VERSION).

@@ -120,6 +120,23 @@ func Runtime() []PathRule {
 	return rules
 }
 
+// WriteRoots lists the paths r grants Write to.
+func (r *Rules) WriteRoots() []string {
+	var out []string
+	for _, p := range r.Paths {
+		if p.Access == Write {
+			out = append(out, p.Path)
+		}
+	}
+	return out
+}
+
+// NoNetwork reports whether r grants no network at all (no connect, no
+// bind, no UDP): the server can then have a network namespace of its own.
+func (r *Rules) NoNetwork() bool {
+	return len(r.ConnectTCP) == 0 && !r.AnyConnect && !r.AllowUDP && len(r.BindTCP) == 0
+}
+
 // Encode returns the JSON the wrapper takes on its command line.
 func (r *Rules) Encode() (string, error) {
 	b, err := json.Marshal(r)

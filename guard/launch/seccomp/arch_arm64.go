@@ -1,6 +1,4 @@
-//go:build linux
-
-package ruleset
+package seccomp
 
 import "golang.org/x/sys/unix"
 

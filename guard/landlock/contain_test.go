@@ -1,0 +1,374 @@
+package landlock_test
+
+// Containment edge tests (issue #18) on the Landlock backend, run through
+// the launcher as the proxy runs servers. Each attack is judged outside the
+// guard: a canary that must not reach a listener or the child's output, a
+// file that must not exist or change, the test process's own state.
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/landlock"
+	"github.com/mcpguard/mcpguard/guard/launch"
+)
+
+func rootOrSkip(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the launcher drops privilege only under a root proxy")
+	}
+}
+
+// execChild prepares this test binary as a guarded child doing actions.
+func execChild(t *testing.T, sb *landlock.Sandbox, actions ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], actions...)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	require.NoError(t, sb.Prepare(cmd))
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// runRaw runs the guarded child and returns its whole output (verdicts
+// and whatever the attacks obtained).
+func runRaw(t *testing.T, w *world, actions ...string) string {
+	t.Helper()
+	out, err := execChild(t, newSandbox(t, w.pol), actions...).Output()
+	require.NoError(t, err)
+	t.Logf("child:\n%s", out)
+	return string(out)
+}
+
+func canary() string { return fmt.Sprintf("CANARY-%d-%d", os.Getpid(), time.Now().UnixNano()) }
+
+// TestContainPrivileges: the server has no capability left, no_new_privs
+// and the seccomp filter.
+func TestContainPrivileges(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	sb := newSandbox(t, w.pol)
+	cmd := execChild(t, sb, "caps:")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	for _, want := range []string{"CapEff: 0000000000000000", "CapPrm: 0000000000000000", "CapBnd: 0000000000000000", "CapAmb: 0000000000000000", "NoNewPrivs: 1", "Seccomp: 2"} {
+		assert.Contains(t, string(out), "status "+want)
+	}
+}
+
+// TestContainPtraceProxy: the server can neither attach to the proxy (this
+// test process) nor read its memory: the canary held here never shows in
+// the child's output, and nothing traces this process afterwards.
+func TestContainPtraceProxy(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	secret := []byte(canary())
+	pid := os.Getpid()
+	out := runRaw(t, w,
+		fmt.Sprintf("ptrace:%d", pid),
+		fmt.Sprintf("vmread:%d@%#x#%d", pid, uintptr(unsafe.Pointer(&secret[0])), len(secret)),
+		// The launcher's pid 1, seen from inside.
+		"ptrace:1", fmt.Sprintf("vmread:1@%#x#%d", uintptr(unsafe.Pointer(&secret[0])), len(secret)))
+	assert.NotContains(t, out, string(secret))
+	assert.NotContains(t, out, "ptrace:"+strconv.Itoa(pid)+" ok")
+	st, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	assert.Contains(t, string(st), "TracerPid:\t0")
+}
+
+// TestContainBindMount: bind-mounting the secret directory into the write
+// root, to read it through the write root's rule, fails.
+func TestContainBindMount(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	secret, err := os.ReadFile(filepath.Join(w.outside, "id_rsa"))
+	require.NoError(t, err)
+	out := runRaw(t, w,
+		"bind:"+w.outside+">"+filepath.Join(w.writeRoot, "m"),
+		"bind:"+w.outside+">"+w.writeRoot)
+	assert.NotContains(t, out, strings.TrimSpace(string(secret)))
+}
+
+// TestContainRawSockets: a raw IP datagram and a packet-socket frame carry
+// a canary towards a UDP sink on loopback; the sink never sees it.
+func TestContainRawSockets(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer sink.Close()
+	port := sink.LocalAddr().(*net.UDPAddr).Port
+	c := canary()
+	runRaw(t, w, fmt.Sprintf("rawudp:%d#%s", port, c), "packet:"+c)
+	require.NoError(t, sink.SetReadDeadline(time.Now().Add(500*time.Millisecond)))
+	buf := make([]byte, 256)
+	n, _, _ := sink.ReadFrom(buf)
+	assert.NotContains(t, string(buf[:n]), c)
+}
+
+// TestContainIOUring: a UDP socket made through io_uring (which socket(2)
+// rules never see) carries a canary to a UDP sink; on ABI < 10 Landlock
+// does not check the send itself. The sink never sees it.
+func TestContainIOUring(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer sink.Close()
+	c := canary()
+	runRaw(t, w, fmt.Sprintf("uringudp:%d#%s", sink.LocalAddr().(*net.UDPAddr).Port, c))
+	require.NoError(t, sink.SetReadDeadline(time.Now().Add(500*time.Millisecond)))
+	buf := make([]byte, 256)
+	n, _, _ := sink.ReadFrom(buf)
+	assert.NotContains(t, string(buf[:n]), c)
+}
+
+// TestContainUnixSockets: a local daemon's pathname socket (world-writable,
+// so DAC admits anyone) and an abstract one: the canary written by the
+// server reaches neither listener.
+func TestContainUnixSockets(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o755))
+	path := filepath.Join(dir, "daemon.sock")
+	abstract := fmt.Sprintf("@mcpguard-test-%d", os.Getpid())
+	got := make(chan string, 4)
+	for _, addr := range []string{path, abstract} {
+		l, err := net.Listen("unix", addr)
+		require.NoError(t, err)
+		defer l.Close()
+		if addr == path {
+			require.NoError(t, os.Chmod(path, 0o777))
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				var b bytes.Buffer
+				c.SetReadDeadline(time.Now().Add(time.Second))
+				b.ReadFrom(c)
+				c.Close()
+				got <- b.String()
+			}
+		}()
+	}
+	c := canary()
+	runRaw(t, w, "unix:"+path+"#"+c, "unix:"+abstract+"#"+c)
+	select {
+	case s := <-got:
+		assert.NotContains(t, s, c, "a listener received the canary")
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestContainKeyring: a secret in the proxy's session keyring (as
+// aws-vault or a Kerberos KEYRING: cache would leave it) is out of reach.
+func TestContainKeyring(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	c := canary()
+	desc := fmt.Sprintf("mcpguard-test-%d", os.Getpid())
+	// The test thread's own session keyring (keyrings are per-thread
+	// credentials: the thread stays locked, and forks the child), inherited
+	// by children unless the launcher gives them a fresh one.
+	runtime.LockOSThread()
+	if _, _, e := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0); e != 0 {
+		t.Skipf("no keyrings here: %v", e)
+	}
+	id, err := unix.AddKey("user", desc, []byte(c), unix.KEY_SPEC_SESSION_KEYRING)
+	require.NoError(t, err)
+	defer unix.KeyctlInt(unix.KEYCTL_UNLINK, id, unix.KEY_SPEC_SESSION_KEYRING, 0, 0)
+	out := runRaw(t, w, "key:"+desc)
+	assert.NotContains(t, out, c)
+}
+
+// TestContainUnguardedBaseline runs the same attacks without the guard:
+// each succeeds, so the oracles above can see an attack that happens.
+func TestContainUnguardedBaseline(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	secret := []byte(canary())
+	pid := os.Getpid()
+	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer sink.Close()
+	c := canary()
+	git := filepath.Join(w.writeRoot, ".git")
+	require.NoError(t, os.MkdirAll(filepath.Join(git, "hooks"), 0o755))
+	usink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer usink.Close()
+	cmd := exec.Command(os.Args[0],
+		fmt.Sprintf("vmread:%d@%#x#%d", pid, uintptr(unsafe.Pointer(&secret[0])), len(secret)),
+		fmt.Sprintf("rawudp:%d#%s", sink.LocalAddr().(*net.UDPAddr).Port, c),
+		fmt.Sprintf("uringudp:%d#%s", usink.LocalAddr().(*net.UDPAddr).Port, c),
+		"gitswap:"+w.writeRoot)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), string(secret), "process_vm_readv of the parent")
+	require.NoError(t, sink.SetReadDeadline(time.Now().Add(2*time.Second)))
+	buf := make([]byte, 256)
+	n, _, err := sink.ReadFrom(buf)
+	require.NoError(t, err)
+	assert.Contains(t, string(buf[:n]), c, "raw datagram")
+	assert.FileExists(t, filepath.Join(git, "hooks", "pre-commit"), "hook planted through a renamed .git")
+	if strings.Contains(string(out), "uringudp:") && !strings.Contains(string(out), "io_uring_setup") {
+		require.NoError(t, usink.SetReadDeadline(time.Now().Add(2*time.Second)))
+		n, _, err = usink.ReadFrom(buf)
+		require.NoError(t, err)
+		assert.Contains(t, string(buf[:n]), c, "datagram from an io_uring socket")
+	} else {
+		t.Logf("io_uring unavailable on this kernel: %s", out)
+	}
+}
+
+// TestContainProtectedGit: with a repository in the write root, renaming
+// .git away to plant a hook, swapping in a fresh .git, or pointing
+// core.hooksPath elsewhere all leave the repository as it was.
+func TestContainProtectedGit(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	git := filepath.Join(w.writeRoot, ".git")
+	require.NoError(t, os.MkdirAll(filepath.Join(git, "hooks"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(git, "config"), []byte("[core]\n"), 0o644))
+	var before unix.Stat_t
+	require.NoError(t, unix.Stat(git, &before))
+	runRaw(t, w, "gitswap:"+w.writeRoot, "gitnew:"+w.writeRoot,
+		"append:"+filepath.Join(git, "config")+"#\thooksPath = /tmp/evil\n",
+		"write:"+filepath.Join(git, "hooks", "post-checkout"))
+	assert.NoFileExists(t, filepath.Join(git, "hooks", "pre-commit"))
+	assert.NoFileExists(t, filepath.Join(git, "hooks", "post-checkout"))
+	cfg, err := os.ReadFile(filepath.Join(git, "config"))
+	require.NoError(t, err)
+	assert.Equal(t, "[core]\n", string(cfg))
+	var after unix.Stat_t
+	require.NoError(t, unix.Stat(git, &after))
+	assert.Equal(t, before.Ino, after.Ino, ".git is still the same directory")
+}
+
+// TestContainHardLink: a hard link planted in the read root ahead of the
+// session, to the secret outside every root: under a root proxy it is
+// masked in the server's mount namespace, and the audit log names it; the
+// secret never shows in the child's output. A file with one name beside it
+// stays readable.
+func TestContainHardLink(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	secret, err := os.ReadFile(filepath.Join(w.outside, "id_rsa"))
+	require.NoError(t, err)
+	links := []string{filepath.Join(w.readRoot, "notes-backup"), filepath.Join(w.writeRoot, "deep", "x", "cache.bin")}
+	require.NoError(t, os.MkdirAll(filepath.Dir(links[1]), 0o755))
+	for _, l := range links {
+		require.NoError(t, os.Link(filepath.Join(w.outside, "id_rsa"), l))
+	}
+	// Unguarded, the link does reach the secret.
+	plain := exec.Command(os.Args[0], "leakfile:"+links[0])
+	plain.Env = append(os.Environ(), childEnv+"=1")
+	got, err := plain.Output()
+	require.NoError(t, err)
+	require.Contains(t, string(got), strings.TrimSpace(string(secret)))
+	var log strings.Builder
+	sb, err := landlock.New(w.pol, landlock.Options{Audit: audit.New(&log), Server: "contain"})
+	landlockOrSkip(t, err)
+	out, err := execChild(t, sb, "leakfile:"+links[0], "leakfile:"+links[1], "read:"+filepath.Join(w.readRoot, "doc.txt")).Output()
+	require.NoError(t, err)
+	t.Logf("child:\n%s", out)
+	assert.NotContains(t, string(out), strings.TrimSpace(string(secret)))
+	assert.Contains(t, string(out), "read:"+filepath.Join(w.readRoot, "doc.txt")+" ok")
+	assert.Contains(t, string(out), "leakfile:"+links[0]+" denied")
+	for _, l := range links {
+		assert.Contains(t, log.String(), `"rule":"landlock.hardlink_masked"`)
+		assert.Contains(t, log.String(), l)
+	}
+}
+
+// TestEnforcementLandlockAlone: the Landlock domain by itself (the bare
+// wrapper, no launcher namespaces, so no read-only mounts in front of it)
+// denies writes and reads outside the roots.
+func TestEnforcementLandlockAlone(t *testing.T) {
+	w := newWorld(t)
+	sb := newSandbox(t, w.pol)
+	r := *sb.Rules()
+	r.Paths = append(append([]landlock.PathRule(nil), r.Paths...), landlock.PathRule{Path: os.Args[0], Access: landlock.Exec})
+	enc, err := r.Encode()
+	require.NoError(t, err)
+	actions := []string{
+		"write:" + filepath.Join(w.readRoot, "out.txt"),
+		"write:" + filepath.Join(w.outside, "stage.txt"),
+		"read:" + filepath.Join(w.outside, "id_rsa"),
+		"write:" + filepath.Join(w.writeRoot, "ok.txt"),
+	}
+	cmd := exec.Command(os.Args[0], append([]string{landlock.ExecArg, enc, os.Args[0], os.Args[0]}, actions...)...)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	for _, a := range actions[:3] {
+		assert.Contains(t, string(out), a+" denied\n")
+	}
+	assert.Contains(t, string(out), actions[3]+" ok\n")
+	assert.NoFileExists(t, filepath.Join(w.readRoot, "out.txt"))
+	assert.NoFileExists(t, filepath.Join(w.outside, "stage.txt"))
+}
+
+// TestContainAsNobody: with MCPGUARD_SERVER_USER the server runs as that
+// user, without groups or capabilities, and still gets what the policy
+// grants when the files allow that user (the set-up gives the workspace to
+// it, as a user's own workspace belongs to the user).
+func TestContainAsNobody(t *testing.T) {
+	rootOrSkip(t)
+	t.Setenv(launch.UserEnv, "65534:65534")
+	w := newWorld(t)
+	base := filepath.Dir(w.writeRoot)
+	require.NoError(t, os.Chmod(base, 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(base), 0o755))
+	require.NoError(t, os.Chown(w.writeRoot, launch.Nobody, launch.Nobody))
+	// The server program must be reachable by that user: this test binary,
+	// copied out of go's private build directory.
+	dir, err := os.MkdirTemp("", "mcpguard-nobody-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	bin := filepath.Join(dir, "server")
+	b, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, b, 0o755))
+
+	sb := newSandbox(t, w.pol)
+	cmd := exec.Command(bin, "caps:", "read:"+filepath.Join(w.readRoot, "doc.txt"),
+		"write:"+filepath.Join(w.writeRoot, "mine.txt"), "read:"+filepath.Join(w.outside, "id_rsa"))
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	require.NoError(t, sb.Prepare(cmd))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	t.Logf("child:\n%s", out)
+	for _, want := range []string{"status Uid: 65534 65534 65534 65534", "status Gid: 65534 65534 65534 65534",
+		"status CapEff: 0000000000000000", "status CapBnd: 0000000000000000",
+		"read:" + filepath.Join(w.readRoot, "doc.txt") + " ok", "write:" + filepath.Join(w.writeRoot, "mine.txt") + " ok",
+		"read:" + filepath.Join(w.outside, "id_rsa") + " denied"} {
+		assert.Contains(t, string(out), want)
+	}
+	assert.NotContains(t, string(out), "secret")
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(w.writeRoot, "mine.txt"), &st))
+	assert.Equal(t, uint32(launch.Nobody), st.Uid, "the file the server wrote is the server user's")
+}

@@ -1,0 +1,190 @@
+// Package launch starts a guarded MCP server with the least privilege it
+// can run with, the same way for both L3 backends, so that the kernel
+// hooks only have to judge what is left:
+//
+//   - an unprivileged user (Credential: configured, else the sudo caller,
+//     else nobody), no supplementary groups;
+//   - every capability gone (bounding and ambient sets emptied, and the
+//     setuid away from root clears the rest) and no_new_privs set;
+//   - a fresh anonymous session keyring;
+//   - its own mount namespace (private propagation, a /proc of its own,
+//     protected paths bind-mounted read-only), its own pid namespace (the
+//     proxy and every other process invisible) and, when the policy grants
+//     no network, its own network namespace with only loopback;
+//   - the seccomp filter of package seccomp;
+//   - for the Landlock backend, the Landlock domain, built with privilege
+//     and enforced by the unprivileged child.
+//
+// The launcher is a re-exec of the running binary (every binary that links
+// this package serves it from init), in two stages:
+//
+//	BINARY __mcpguard-launch SPEC PROGRAM ARGV0 ARGS...   (stage 1)
+//	BINARY __mcpguard-exec   SPEC PROGRAM ARGV0 ARGS...   (stage 2)
+//
+// Stage 1 is started by the proxy into the new namespaces as their pid 1.
+// As root it sets up the mounts and the network, builds the Landlock
+// ruleset, drops the capability bounding set and sets no_new_privs on its
+// locked thread, and starts stage 2 from that thread as the server's user.
+// It then only forwards signals, reaps orphans (as a pid 1 must) and exits
+// with the server's status; when it exits, the kernel kills whatever is
+// left in the pid namespace. Stage 2 joins a fresh keyring, enforces the
+// Landlock ruleset and the seccomp filter and execve()s the server, which
+// keeps its pid.
+//
+// When the proxy is not root there is nothing to drop and no namespaces
+// to make: Prepare starts stage 2 directly, as today's Landlock wrapper did.
+package launch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
+)
+
+// Hidden first arguments that turn a binary linking this package into the
+// launcher's stages.
+const (
+	StageArg = "__mcpguard-launch"
+	ExecArg  = "__mcpguard-exec"
+)
+
+// ExitCode is the launcher's exit status when it refused to start the
+// server (126, as a shell's "found but cannot execute").
+const ExitCode = 126
+
+// Errors callers branch on.
+var (
+	// ErrBadSpec is wrapped for a spec that cannot be applied.
+	ErrBadSpec = errors.New("bad launch spec")
+)
+
+// Spec is what the launcher applies. It travels as JSON on the command line.
+type Spec struct {
+	// UID and GID the server runs as (Namespaces only). 0:0 keeps the
+	// proxy's root uid without any capability (securebits NOROOT).
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// Namespaces is set when the proxy is root: stage 1 runs, the server
+	// gets its own mount and pid namespaces and the user above.
+	Namespaces bool `json:"namespaces,omitempty"`
+	// NoNetwork gives the server its own network namespace (loopback
+	// only): the policy grants no network.
+	NoNetwork bool `json:"no_network,omitempty"`
+	// Writable are the paths the backend grants write to: every other
+	// mount of the server's namespace is read-only.
+	Writable []string `json:"writable,omitempty"`
+	// ReadOnly paths are bind-mounted read-only onto themselves in the
+	// server's mount namespace, whatever write grant covers them: the
+	// protected entries of a workspace (.git, .envrc), kept by identity,
+	// since the bind holds the inode whatever the path is renamed to.
+	ReadOnly []string `json:"read_only,omitempty"`
+	// Mask paths are hidden behind an empty read-only file (the null
+	// device bound over them): regular files with several hard links
+	// under a root of a backend that judges names (see HardLinks).
+	Mask []string `json:"mask,omitempty"`
+	// Pin paths are bound onto themselves (writable): a mount point
+	// cannot be renamed, removed or replaced.
+	Pin []string `json:"pin,omitempty"`
+	// Landlock, when set, is the ruleset to enforce (the Landlock backend).
+	Landlock *ruleset.Rules `json:"landlock,omitempty"`
+	// Seccomp chooses the socket rules when Landlock is nil (the BPF
+	// backend); with Landlock they follow from its rules and ABI.
+	Seccomp SeccompSpec `json:"seccomp"`
+}
+
+// SeccompSpec mirrors seccomp.Options for the BPF backend.
+type SeccompSpec struct {
+	DenyUnix bool `json:"deny_unix,omitempty"`
+}
+
+// Options configure Prepare.
+type Options struct {
+	// Self is the binary to re-exec (os.Executable() if empty). It must
+	// link this package.
+	Self string
+}
+
+// Prepare rewrites cmd to start the server through the launcher under
+// spec: its path and arguments become the launcher's, and when spec asks
+// for namespaces its SysProcAttr gains the clone flags (the caller's
+// other attributes, such as a cgroup fd, stay).
+func Prepare(cmd *exec.Cmd, spec Spec, o Options) error {
+	if cmd.Err != nil {
+		return fmt.Errorf("launch: %w", cmd.Err)
+	}
+	self := o.Self
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return fmt.Errorf("launch: find own binary: %w", err)
+		}
+	}
+	enc, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("launch: encode spec: %w", err)
+	}
+	stage := ExecArg
+	if spec.Namespaces {
+		stage = StageArg
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWNS | unix.CLONE_NEWPID
+		if spec.NoNetwork {
+			cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWNET
+		}
+	}
+	args := append([]string{self, stage, string(enc), cmd.Path}, cmd.Args...)
+	cmd.Path = self
+	cmd.Args = args
+	return nil
+}
+
+// DecodeSpec parses a launcher spec argument.
+func DecodeSpec(s string) (*Spec, error) {
+	var sp Spec
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sp); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSpec, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data", ErrBadSpec)
+	}
+	if sp.Landlock != nil {
+		enc, err := json.Marshal(sp.Landlock)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadSpec, err)
+		}
+		if sp.Landlock, err = ruleset.Decode(string(enc)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
+		}
+	}
+	return &sp, nil
+}
+
+// init serves the stages before anything else runs.
+func init() {
+	if len(os.Args) < 2 {
+		return
+	}
+	var err error
+	switch os.Args[1] {
+	case StageArg:
+		err = stage1(os.Args[2:])
+	case ExecArg:
+		err = stage2(os.Args[2:])
+	default:
+		return
+	}
+	fmt.Fprintf(os.Stderr, "mcpguard launch: %v\n", err)
+	os.Exit(ExitCode)
+}

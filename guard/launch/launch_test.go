@@ -1,0 +1,123 @@
+package launch_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
+	"github.com/mcpguard/mcpguard/guard/launch"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestServerUser(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		uid, gid uint32
+		err      error
+	}{
+		{"configured", map[string]string{launch.UserEnv: "1000:1001", "SUDO_UID": "2000", "SUDO_GID": "2000"}, 1000, 1001, nil},
+		{"sudo caller", map[string]string{"SUDO_UID": "1000", "SUDO_GID": "100"}, 1000, 100, nil},
+		{"sudo by root is root", map[string]string{"SUDO_UID": "0", "SUDO_GID": "0"}, 0, 0, nil},
+		{"nothing: capless root", nil, 0, 0, nil},
+		{"configured root refused", map[string]string{launch.UserEnv: "0:0"}, 0, 0, launch.ErrRootServer},
+		{"configured garbage", map[string]string{launch.UserEnv: "nobody"}, 0, 0, launch.ErrBadSpec},
+		{"configured overflow", map[string]string{launch.UserEnv: "4294967295:1"}, 0, 0, launch.ErrBadSpec},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			uid, gid, err := launch.ServerUser(env(tc.env))
+			if tc.err != nil {
+				assert.ErrorIs(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, []uint32{tc.uid, tc.gid}, []uint32{uid, gid})
+		})
+	}
+}
+
+func TestNewSpec(t *testing.T) {
+	ws := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".git", "config"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".envrc"), nil, 0o644))
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(ws, ".bashrc")))
+
+	sp, err := launch.NewSpec(1000, env(nil), []string{ws}, true)
+	require.NoError(t, err)
+	assert.Equal(t, launch.Spec{}, sp, "a non-root proxy has nothing to drop")
+
+	sp, err = launch.NewSpec(0, env(map[string]string{launch.UserEnv: "65534:65534"}), []string{ws}, true)
+	require.NoError(t, err)
+	assert.True(t, sp.Namespaces)
+	assert.True(t, sp.NoNetwork)
+	assert.Equal(t, uint32(65534), sp.UID)
+	assert.Equal(t, []string{filepath.Join(ws, ".git")}, sp.Pin)
+	assert.ElementsMatch(t, []string{filepath.Join(ws, ".envrc"), filepath.Join(ws, ".git", "config"), filepath.Join(ws, ".git", "hooks")}, sp.ReadOnly,
+		"a symlinked start-up file is not followed")
+}
+
+func TestPrepareAndDecode(t *testing.T) {
+	cmd := exec.Command("/usr/bin/env", "A=1")
+	spec := launch.Spec{UID: 1000, GID: 1000, Namespaces: true, NoNetwork: true,
+		Landlock: &ruleset.Rules{Paths: []ruleset.PathRule{{Path: "/usr", Access: ruleset.Read}}}}
+	require.NoError(t, launch.Prepare(cmd, spec, launch.Options{Self: "/opt/mcpguard"}))
+	assert.Equal(t, "/opt/mcpguard", cmd.Path)
+	assert.Equal(t, []string{"/opt/mcpguard", launch.StageArg}, cmd.Args[:2])
+	assert.Equal(t, []string{"/usr/bin/env", "/usr/bin/env", "A=1"}, cmd.Args[3:])
+	assert.NotZero(t, cmd.SysProcAttr.Cloneflags)
+	got, err := launch.DecodeSpec(cmd.Args[2])
+	require.NoError(t, err)
+	assert.Equal(t, spec, *got)
+
+	for _, bad := range []string{``, `{`, `{"uid":1,"extra":1}`, `{} {}`,
+		`{"landlock":{"paths":[{"path":"relative","access":"read"}]}}`} {
+		_, err := launch.DecodeSpec(bad)
+		assert.ErrorIs(t, err, launch.ErrBadSpec, bad)
+	}
+}
+
+// TestLauncherFailsClosed: a spec the launcher cannot decode starts
+// nothing: exit status ExitCode, the program never ran.
+func TestLauncherFailsClosed(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command(os.Args[0], launch.ExecArg, `{"bogus":1}`, "-", "/usr/bin/touch", "touch", marker)
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, launch.ExitCode, ee.ExitCode())
+	assert.NoFileExists(t, marker)
+}
+
+func TestHardLinks(t *testing.T) {
+	root, other := t.TempDir(), t.TempDir()
+	secret := filepath.Join(other, "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("s"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "single"), []byte("x"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "a", "b"), 0o755))
+	require.NoError(t, os.Link(secret, filepath.Join(root, "a", "b", "link")))
+	named := filepath.Join(root, "named")
+	require.NoError(t, os.Link(secret, named))
+	files, complete := launch.HardLinks([]string{root, named})
+	assert.True(t, complete)
+	assert.Equal(t, []string{filepath.Join(root, "a", "b", "link")}, files, "a root itself is named by the policy")
+}
+
+func FuzzDecodeSpec(f *testing.F) {
+	f.Add(`{"uid":1000,"gid":1000,"namespaces":true,"seccomp":{}}`)
+	f.Add(`{"landlock":{"paths":[{"path":"/usr","access":"read"}]},"seccomp":{"deny_unix":true}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		sp, err := launch.DecodeSpec(s)
+		if err != nil {
+			assert.ErrorIs(t, err, launch.ErrBadSpec)
+			return
+		}
+		require.NotNil(t, sp)
+	})
+}
