@@ -828,6 +828,8 @@ func TestEdgesOverlay(t *testing.T) {
 		[]string{"exec", filepath.Join(mnt, "true")},
 	)
 	assert.Equal(t, map[string]string{"read": "ok", "read#2": "EPERM", "exec": "ok"}, res)
+}
+
 // containWorld is what the containment edge tests attack: the edge dirs,
 // a UDP sink on loopback, unix listeners (a world-writable daemon socket
 // outside the workspace, an abstract one, and one inside the workspace,
