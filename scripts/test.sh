@@ -59,4 +59,4 @@ sh scripts/vmtest -- -test.run 'TestVMProbe|TestEdges|TestAttach|TestLayout|Test
 # and the edge tests' subtests in one expression. Time bounds x4 for TCG.
 step "corpus eval of C-ebpf, C-full and C-AB+ebpf in the VM, against their golden verdicts"
 MCPGUARD_EVAL_TIMEOUT_SCALE=${MCPGUARD_EVAL_TIMEOUT_SCALE:-4} \
-	sh scripts/vmtest . -- -test.run 'TestEvalCases/(C-ebpf|C-full|C-AB\+ebpf)$'
+	sh scripts/vmtest . -- -test.run 'TestEvalCases/(C-ebpf|C-full|C-AB\+ebpf)$' -test.timeout 40m
