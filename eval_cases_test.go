@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,6 +34,16 @@ func TestEvalCases(t *testing.T) {
 	require.NoError(t, err)
 	if testing.Short() {
 		cases = eval.Smoke(cases)
+	}
+	// MCPGUARD_EVAL_EXCLUDE leaves out cases whose id starts with one of its
+	// comma-separated prefixes (said in the log): CI's VM run leaves out
+	// the evasion cases, whose BPF-config goldens are not recorded yet.
+	if ex := os.Getenv("MCPGUARD_EVAL_EXCLUDE"); ex != "" {
+		prefixes := strings.Split(ex, ",")
+		cases = slices.DeleteFunc(cases, func(c *eval.Case) bool {
+			return slices.ContainsFunc(prefixes, func(p string) bool { return p != "" && strings.HasPrefix(c.ID, p) })
+		})
+		t.Logf("MCPGUARD_EVAL_EXCLUDE=%s: %d cases left", ex, len(cases))
 	}
 	require.NotEmpty(t, cases)
 
