@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -30,8 +29,18 @@ import (
 // over Streamable HTTP, through a gateway of its own.
 type httpSession struct {
 	*client.Client
-	g   *gateway.Gateway
-	srv *http.Server
+	g    *gateway.Gateway
+	srv  *http.Server
+	init *mcp.InitializeResult
+}
+
+// Instructions implements eval.Instructed: oracles read initialize's
+// instructions as they come through the gateway.
+func (s *httpSession) Instructions() string {
+	if s.init == nil {
+		return ""
+	}
+	return s.init.Instructions
 }
 
 func (s *httpSession) Close() error {
@@ -47,13 +56,7 @@ func (s *httpSession) Close() error {
 // proxy: the same proxy and layers, behind the gateway's per-server
 // endpoint on a loopback port.
 func httpConnect(ctx context.Context, l eval.Launch) (eval.Session, error) {
-	p := &guard.Proxy{Command: l.Argv, Dir: l.Dir, Env: l.Env, Server: l.Server, Config: l.Config,
-		Stderr: l.Stderr, Grace: l.Grace, OnStart: l.OnStart}
-	if l.Setup != nil {
-		p.Layers = l.Setup.Layers
-		p.Prepare = append([]func(*exec.Cmd) error(nil), l.Setup.Prepare...)
-		p.Sandbox = l.Setup.Sandbox
-	}
+	p := eval.NewProxy(l)
 	var once sync.Once
 	cfg := &gateway.Config{Servers: map[string]*gateway.ServerConfig{"case": {Config: l.Config, Command: l.Argv}}}
 	g, err := gateway.New(cfg, gateway.Options{Stderr: l.Stderr, Grace: l.Grace, Loopback: true,
@@ -88,12 +91,14 @@ func httpConnect(ctx context.Context, l eval.Launch) (eval.Session, error) {
 	if err := s.Client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fail(err)
 	}
-	if _, err := s.Client.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+	init, err := s.Client.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
 		ProtocolVersion: guard.ProtocolVersion,
 		ClientInfo:      mcp.Implementation{Name: "mcpguard-eval-http", Version: "dev"},
-	}}); err != nil {
+	}})
+	if err != nil {
 		return fail(fmt.Errorf("initialize: %w", err))
 	}
+	s.init = init
 	return s, nil
 }
 

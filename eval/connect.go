@@ -37,6 +37,12 @@ type Session interface {
 	Close() error
 }
 
+// Instructed is a Session that kept the server's initialize result, whose
+// instructions the model reads too (oracles look for canaries there).
+type Instructed interface {
+	Instructions() string
+}
+
 // Connector starts the server behind the config's layers and returns an
 // initialized session.
 type Connector func(ctx context.Context, l Launch) (Session, error)
@@ -45,6 +51,17 @@ type Connector func(ctx context.Context, l Launch) (Session, error)
 // config's layers, prepare hooks and sandbox: the same path `mcpguard run`
 // takes, so the harness measures the guard users get.
 func ProxyConnect(ctx context.Context, l Launch) (Session, error) {
+	s, err := guard.Open(ctx, NewProxy(l))
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewProxy is the guard.Proxy for l with the config's layers, hooks,
+// prepare hooks and sandbox; every connector builds its proxy here, so the
+// transports cannot differ in what guards the server.
+func NewProxy(l Launch) *guard.Proxy {
 	p := &guard.Proxy{
 		Command: l.Argv,
 		Dir:     l.Dir,
@@ -61,9 +78,5 @@ func ProxyConnect(ctx context.Context, l Launch) (Session, error) {
 		p.Prepare = append([]func(*exec.Cmd) error(nil), l.Setup.Prepare...)
 		p.Sandbox = l.Setup.Sandbox
 	}
-	s, err := guard.Open(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return p
 }

@@ -266,6 +266,8 @@ func (r *Runner) RunCase(ctx context.Context, config string, c *Case) (*Result, 
 		phase("connect")
 		if gs, ok := sess.(*guard.Session); ok && gs.Init != nil {
 			ev.Init = gs.Init.Instructions
+		} else if is, ok := sess.(Instructed); ok {
+			ev.Init = is.Instructions()
 		}
 		r.calls(caseCtx, sess, c, sb, ev, res)
 		phase("calls")
