@@ -14,13 +14,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
+	"github.com/mcpguard/mcpguard/internal/proctree"
 )
 
 const policyUsage = `Usage:
@@ -174,7 +174,7 @@ func session(ctx context.Context, argv, env []string, stderr io.Writer, onStart 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	proctree.Prepare(cmd) // its own process group: the observer follows it
 	cmd.WaitDelay = time.Second
 	in, err := cmd.StdinPipe()
 	if err != nil {
