@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -157,7 +156,7 @@ func assertGone(t *testing.T, pid string) {
 	n, err := strconv.Atoi(strings.TrimSpace(pid))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		return syscall.Kill(n, 0) == syscall.ESRCH
+		return processGone(n)
 	}, 10*time.Second, 20*time.Millisecond, "server process %d still running", n)
 }
 

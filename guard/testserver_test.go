@@ -225,7 +225,7 @@ func rawServer(mode string) int {
 			// A daemon in its own session inherits stdout and outlives us.
 			d := exec.Command("sleep", "30")
 			d.Stdout, d.Stderr = os.Stdout, os.Stderr
-			d.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			detach(d)
 			if d.Start() == nil {
 				fmt.Fprintf(os.Stderr, "daemon pid %d\n", d.Process.Pid)
 			}

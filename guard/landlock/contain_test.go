@@ -1,3 +1,5 @@
+//go:build linux
+
 package landlock_test
 
 // Containment edge tests (issue #18) on the Landlock backend, run through

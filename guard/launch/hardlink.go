@@ -1,15 +1,12 @@
+//go:build unix
+
 package launch
 
 import (
 	"io/fs"
-	"os"
 	"path/filepath"
 	"syscall"
 )
-
-// MaxWalk bounds how many entries HardLinks looks at under all roots
-// together; past it the walk stops and says so.
-const MaxWalk = 200000
 
 // HardLinks lists the regular files under roots that have more than one
 // name, except those that are roots themselves (named by the policy). A
@@ -49,17 +46,4 @@ func HardLinks(roots []string) (files []string, complete bool) {
 		}
 	}
 	return files, complete
-}
-
-// maskFile is what a masked file shows in the server's namespace: an
-// empty, read-only file (the null device).
-const maskFile = "/dev/null"
-
-func maskPaths(paths []string) error {
-	for _, p := range paths {
-		if err := bindReadOnly(maskFile, p); err != nil && !os.IsNotExist(err) {
-			return err
-		}
-	}
-	return nil
 }

@@ -42,9 +42,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 )
@@ -120,6 +117,9 @@ func Prepare(cmd *exec.Cmd, spec Spec, o Options) error {
 	if cmd.Err != nil {
 		return fmt.Errorf("launch: %w", cmd.Err)
 	}
+	if err := launcherAvailable(); err != nil {
+		return err
+	}
 	self := o.Self
 	if self == "" {
 		var err error
@@ -134,13 +134,7 @@ func Prepare(cmd *exec.Cmd, spec Spec, o Options) error {
 	stage := ExecArg
 	if spec.Namespaces {
 		stage = StageArg
-		if cmd.SysProcAttr == nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{}
-		}
-		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWNS | unix.CLONE_NEWPID
-		if spec.NoNetwork {
-			cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWNET
-		}
+		addNamespaces(cmd, spec.NoNetwork)
 	}
 	args := append([]string{self, stage, string(enc), cmd.Path}, cmd.Args...)
 	cmd.Path = self

@@ -62,3 +62,7 @@ func Protect(writeRoots []string) (pin, ro []string) {
 	}
 	return pin, ro
 }
+
+// MaxWalk bounds how many entries HardLinks looks at under all roots
+// together; past it the walk stops and says so.
+const MaxWalk = 200000

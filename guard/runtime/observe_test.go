@@ -1,3 +1,5 @@
+//go:build linux
+
 package runtime
 
 import (
@@ -5,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -49,22 +50,6 @@ func TestObserve(t *testing.T) {
 	sleep, _ := filepath.EvalSymlinks("/bin/sleep")
 	assert.True(t, execs[sleep], "the exec of sleep is seen as an exec: %v", paths)
 	assert.False(t, execs[mine], "a read is not an exec")
-}
-
-func TestLearn(t *testing.T) {
-	seen := []Access{
-		{Path: "/usr/lib/x86_64-linux-gnu/libc.so.6"},
-		{Path: "/opt/app/node_modules/@s/plugin/dist/index.js"},
-		{Path: "/opt/app/node_modules/@s/plugin/package.json"},
-		{Path: "/srv/py/site-packages/yaml/__init__.py"},
-		{Path: "/opt/tools/helper", Exec: true},
-		{Path: "/home/u/.config/app/settings.ini"},
-		{Path: "/ws/notes/a.txt"},
-	}
-	l := Learn(seen, func(p string) bool { return strings.HasPrefix(p, "/usr/") })
-	assert.Equal(t, []string{"/opt/app/node_modules/@s/plugin", "/srv/py/site-packages/yaml"}, l.Read)
-	assert.Equal(t, []string{"/opt/tools/helper"}, l.Exec)
-	assert.Equal(t, []string{"/home/u/.config/app/settings.ini", "/ws/notes/a.txt"}, l.Data, "data is reported, never granted")
 }
 
 func TestParseMounts(t *testing.T) {

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package attack holds the containment attacks of the edge tests (issue
 // #18), shared by the Landlock tests on the host and the BPF LSM tests in
 // the VM: a test binary runs them as the guarded server. Each judges

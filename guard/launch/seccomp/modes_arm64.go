@@ -1,3 +1,5 @@
+//go:build linux
+
 package seccomp
 
 // modeArgs lists the calls that set a file mode and which argument holds

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package seccomp builds and installs the seccomp filter every guarded
 // server runs under, whichever L3 backend confines it: the system calls no
 // MCP server needs are refused outright (Denied), and socket(2) is judged
@@ -10,33 +12,11 @@
 package seccomp
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
-
-// ErrNoFilter is returned where the filter is not implemented (GOARCH).
-var ErrNoFilter = errors.New("no seccomp filter for this architecture")
-
-// Options choose how socket(2) is judged.
-type Options struct {
-	// StrictInet narrows IPv4/IPv6 to what Landlock's port rules can see:
-	// stream sockets must be plain TCP (MPTCP gets EPROTONOSUPPORT, so
-	// programs fall back to TCP; SCTP gets EACCES), and datagram sockets
-	// are refused unless AllowUDP. The BPF backend judges every inet
-	// connect itself and leaves this off.
-	StrictInet bool
-	// AllowUDP admits UDP datagram sockets under StrictInet (Landlock
-	// filters UDP by port from ABI 10, or the policy admits DNS).
-	AllowUDP bool
-	// DenyUnix refuses socket(AF_UNIX) (socketpair stays allowed): where
-	// the backend cannot judge which unix socket a connect reaches
-	// (Landlock below ABI 9 sees neither pathname nor abstract names), a
-	// server that may not name one gets none.
-	DenyUnix bool
-}
 
 // Whatever the options: packet sockets and raw IPv4/IPv6 sockets are
 // refused (EACCES), since with them a process forges any packet past every
