@@ -50,6 +50,7 @@ func httpConnect(ctx context.Context, l eval.Launch) (eval.Session, error) {
 	p := &guard.Proxy{Command: l.Argv, Dir: l.Dir, Env: l.Env, Server: l.Server, Config: l.Config,
 		Stderr: l.Stderr, Grace: l.Grace, OnStart: l.OnStart}
 	if l.Setup != nil {
+		p.Stages = l.Setup.Stages
 		p.Layers = l.Setup.Layers
 		p.Prepare = append([]func(*exec.Cmd) error(nil), l.Setup.Prepare...)
 		p.Sandbox = l.Setup.Sandbox

@@ -56,6 +56,7 @@ func ProxyConnect(ctx context.Context, l Launch) (Session, error) {
 		OnStart: l.OnStart,
 	}
 	if l.Setup != nil {
+		p.Stages = l.Setup.Stages
 		p.Layers = l.Setup.Layers
 		p.ServerHooks = l.Setup.ServerHooks
 		p.Prepare = append([]func(*exec.Cmd) error(nil), l.Setup.Prepare...)
