@@ -417,7 +417,7 @@ func suspicious(raw []byte) bool {
 		return true
 	}
 	var arr [1024]byte
-	return resultAnchors.in(appendLower(arr[:0], string(raw)))
+	return resultAnchors.in(appendLower(arr[:0], raw))
 }
 
 // sanitize checks a result (a tool's, a resource's, a prompt's, a
