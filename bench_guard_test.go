@@ -92,7 +92,8 @@ func runGuard(tb testing.TB) {
 		}
 		open(name, &guard.Proxy{
 			Command: fx.argv, Server: "filesystem", Config: name,
-			Layers: setup.Layers, Prepare: setup.Prepare, Sandbox: setup.Sandbox,
+			Stages: setup.Stages, Layers: setup.Layers, ServerHooks: setup.ServerHooks,
+			Prepare: setup.Prepare, Sandbox: setup.Sandbox,
 		})
 	}
 	open("noop-stage", &guard.Proxy{Command: fx.argv, Server: "filesystem", Config: "noop-stage",

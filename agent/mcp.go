@@ -111,6 +111,7 @@ func connectGuarded(ctx context.Context, s Server) (*session, error) {
 		Env:         append(os.Environ(), s.Env...),
 		Server:      s.GuardOptions.Server,
 		Config:      setup.Name,
+		Stages:      setup.Stages,
 		Layers:      setup.Layers,
 		ServerHooks: setup.ServerHooks,
 		Prepare:     setup.Prepare,

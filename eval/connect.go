@@ -73,6 +73,7 @@ func NewProxy(l Launch) *guard.Proxy {
 		OnStart: l.OnStart,
 	}
 	if l.Setup != nil {
+		p.Stages = l.Setup.Stages
 		p.Layers = l.Setup.Layers
 		p.ServerHooks = l.Setup.ServerHooks
 		p.Prepare = append([]func(*exec.Cmd) error(nil), l.Setup.Prepare...)

@@ -276,6 +276,7 @@ func (g *Gateway) proxy(name, identity string) (*guard.Proxy, error) {
 		Env:         env,
 		Server:      name,
 		Config:      setup.Name,
+		Stages:      setup.Stages,
 		Layers:      setup.Layers,
 		ServerHooks: setup.ServerHooks,
 		Prepare:     prepare,

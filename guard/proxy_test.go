@@ -510,17 +510,24 @@ func newSession(t *testing.T, layers []guard.Middleware, opts ...client.ClientOp
 // L2 lists the tools again before the next call and denies the rug pull.
 // Without L2, the same call reaches the changed tool.
 func TestAnnouncedRugPullWithoutClientList(t *testing.T) {
-	for _, guarded := range []bool{false, true} {
-		t.Run(fmt.Sprintf("L2=%v", guarded), func(t *testing.T) {
+	// L2 as a Stage waits for its own list on the proxy's slow path (a
+	// Waiter); as a Middleware, on the goroutine of the layer chain.
+	for _, mode := range []string{"none", "middleware", "stage"} {
+		guarded := mode != "none"
+		t.Run("L2="+mode, func(t *testing.T) {
 			var layers []guard.Middleware
-			if guarded {
+			var stages []guard.Stage
+			switch mode {
+			case "middleware":
 				layers = append(layers, validate.Responses(validate.Options{}))
+			case "stage":
+				stages = append(stages, validate.Stage(validate.Options{}))
 			}
 			argv, env := serverCmd(t, "rugpull")
 			stderr := &syncBuffer{}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			s, err := guard.Open(ctx, &guard.Proxy{Command: argv, Env: env, Layers: layers, Stderr: stderr, Grace: time.Second})
+			s, err := guard.Open(ctx, &guard.Proxy{Command: argv, Env: env, Stages: stages, Layers: layers, Stderr: stderr, Grace: time.Second})
 			require.NoError(t, err, "stderr: %s", stderr.String())
 			defer s.Close()
 			changed := make(chan struct{}, 4)

@@ -138,6 +138,7 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 		Command:     argv,
 		Server:      server,
 		Config:      setup.Name,
+		Stages:      setup.Stages,
 		Layers:      setup.Layers,
 		ServerHooks: setup.ServerHooks,
 		Prepare:     setup.Prepare,

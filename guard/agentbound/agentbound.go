@@ -373,22 +373,37 @@ type LayerOptions struct {
 	Audit          *audit.Logger
 }
 
-// Middleware enforces c on every tools/call.
+// Stage enforces c on every tools/call, in the request phase.
+func Stage(c *Checker, o LayerOptions) guard.Stage {
+	return &stage{c: c, o: o}
+}
+
+// Middleware is Stage as a Middleware, for in-process Handler chains.
 func Middleware(c *Checker, o LayerOptions) guard.Middleware {
-	return func(next guard.Handler) guard.Handler {
-		return func(ctx context.Context, req *guard.Request) *guard.Response {
-			if req.Method != "tools/call" {
-				return next(ctx, req)
-			}
-			d := c.Check(req.Tool, req.Arguments)
-			if d == nil {
-				return next(ctx, req)
-			}
-			o.Audit.Log(audit.Event{
-				Server: o.Server, Config: o.Config, Layer: Layer, Rule: d.Rule, Tool: req.Tool,
-				Decision: audit.Deny, Reason: d.Reason, Target: d.Target, ArgsDigest: audit.Digest(req.Arguments),
-			})
-			return guard.Deny(Layer, d.Rule, d.Reason)
-		}
+	return guard.StageMiddleware(Stage(c, o))
+}
+
+type stage struct {
+	c *Checker
+	o LayerOptions
+}
+
+func (st *stage) Request(_ context.Context, req *guard.Request) *guard.Response {
+	if req.Method != "tools/call" {
+		return nil
 	}
+	d := st.c.Check(req.Tool, req.Arguments)
+	if d == nil {
+		return nil
+	}
+	st.o.Audit.Log(audit.Event{
+		Server: st.o.Server, Config: st.o.Config, Layer: Layer, Rule: d.Rule, Tool: req.Tool,
+		Decision: audit.Deny, Reason: d.Reason, Target: d.Target, ArgsDigest: audit.Digest(req.Arguments),
+	})
+	return guard.Deny(Layer, d.Rule, d.Reason)
+}
+
+// Response passes every answer on: the manifest judges requests only.
+func (st *stage) Response(_ context.Context, _ *guard.Request, resp *guard.Response) *guard.Response {
+	return resp
 }

@@ -27,7 +27,7 @@ func buildApp(o Options, s *Setup) error {
 	lo := policy.LayerOptions{Server: o.Server, Config: s.Name, Audit: o.Audit}
 	vo := validate.Options{Server: o.Server, Config: s.Name, Audit: o.Audit,
 		Waived: e.Waived, Pinned: e.Pinned}
-	s.Layers = append(s.Layers, policy.Middleware(e, lo), validate.Responses(vo))
+	s.Stages = append(s.Stages, policy.Stage(e, lo), validate.Stage(vo))
 	s.ServerHooks = append(s.ServerHooks, validate.ServerHook(vo))
 	s.Prepare = append(s.Prepare, policy.EnvFilter(p, lo))
 	return nil
@@ -42,7 +42,7 @@ func buildAB(o Options, s *Setup) error {
 	if err != nil {
 		return err
 	}
-	s.Layers = append(s.Layers, agentbound.Middleware(agentbound.NewChecker(m),
+	s.Stages = append(s.Stages, agentbound.Stage(agentbound.NewChecker(m),
 		agentbound.LayerOptions{Server: o.Server, Config: s.Name, Audit: o.Audit}))
 	return nil
 }

@@ -55,7 +55,12 @@ type Options struct {
 
 // Setup is a built config, ready for the proxy.
 type Setup struct {
-	Name   string
+	Name string
+	// Stages are the defence layers, run by the proxy on its read loops
+	// (Proxy.Stages), in order.
+	Stages []guard.Stage
+	// Layers are defence layers in Middleware form (Proxy.Layers), run on
+	// a goroutine per request after the Stages; no built-in config has any.
 	Layers []guard.Middleware
 	// ServerHooks see what the server sends on its own (L2 on
 	// notifications and server-to-client requests).

@@ -54,14 +54,14 @@ func TestLandlockConfigs(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, s.Sandbox)
 	assert.Equal(t, "landlock", s.Sandbox.Name())
-	assert.Empty(t, s.Layers, "C-landlock is L3 only")
+	assert.Empty(t, s.Stages, "C-landlock is L3 only")
 	assert.Contains(t, Limits(s), "by port only")
 	assert.Empty(t, Limits(&Setup{Name: C0}))
 
 	full, err := Build(CFullLandlock, o)
 	require.NoError(t, err)
 	assert.Equal(t, "landlock", full.Sandbox.Name())
-	assert.NotEmpty(t, full.Layers, "C-full-landlock has L1 and L2")
+	assert.NotEmpty(t, full.Stages, "C-full-landlock has L1 and L2")
 
 	// --l3 auto on a study config: BPF LSM where its preflight passes,
 	// Landlock otherwise (this host refuses BPF LSM programs).

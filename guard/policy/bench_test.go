@@ -61,7 +61,7 @@ func benchPolicy(b *testing.B, evict func()) {
 	result := json.RawMessage(`{"content":[{"type":"text","text":"hello, this is the content of notes.txt"}]}`)
 	h := guard.Chain(func(context.Context, *guard.Request) *guard.Response {
 		return &guard.Response{Result: result}
-	}, setup.Layers...)
+	}, asMiddleware(setup.Stages)...)
 	args := json.RawMessage(`{"path":"` + ws + `/docs/notes.txt"}`)
 	ctx := context.Background()
 	req := &guard.Request{Method: "tools/call", Tool: "read_file", Arguments: args, Server: "filesystem", Config: configs.CApp}
@@ -136,28 +136,29 @@ func BenchmarkPolicyProxy(b *testing.B) {
 		Vars:       map[string]string{"WS": ws, "HOME": b.TempDir(), "TMP": b.TempDir()}})
 	require.NoError(b, err)
 	ctx := context.Background()
-	open := func(b *testing.B, name string, layers []guard.Middleware, prepare []func(*exec.Cmd) error) *guard.Session {
+	open := func(b *testing.B, name string, stages []guard.Stage, layers []guard.Middleware, prepare []func(*exec.Cmd) error) *guard.Session {
 		s, err := guard.Open(ctx, &guard.Proxy{Command: argv, Server: "filesystem", Config: name,
-			Layers: layers, Prepare: prepare, Grace: 500 * time.Millisecond})
+			Stages: stages, Layers: layers, Prepare: prepare, Grace: 500 * time.Millisecond})
 		require.NoError(b, err)
 		b.Cleanup(func() { s.Close() })
 		return s
 	}
-	c0 := open(b, "C0", nil, nil)
+	c0 := open(b, "C0", nil, nil, nil)
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "read_file"
 	req.Params.Arguments = map[string]any{"path": filepath.Join(ws, "notes.txt")}
 	noop := func(next guard.Handler) guard.Handler { return next }
 	for _, c := range []struct {
 		name    string
+		stages  []guard.Stage
 		layers  []guard.Middleware
 		prepare []func(*exec.Cmd) error
 	}{
-		{"noop-layer", []guard.Middleware{noop}, nil},
-		{"C-app", setup.Layers, setup.Prepare},
+		{"noop-layer", nil, []guard.Middleware{noop}, nil},
+		{"C-app", setup.Stages, nil, setup.Prepare},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			s := open(b, c.name, c.layers, c.prepare)
+			s := open(b, c.name, c.stages, c.layers, c.prepare)
 			sessions := []*guard.Session{c0, s}
 			lat := make([][]float64, len(sessions))
 			call := func(i int) {
@@ -185,4 +186,14 @@ func BenchmarkPolicyProxy(b *testing.B) {
 			b.ReportMetric(p50(lat[1])-p50(lat[0]), "over-c0-p50-ns")
 		})
 	}
+}
+
+// asMiddleware runs stages as a Handler chain, for in-process benchmarks
+// of the layers' own work.
+func asMiddleware(stages []guard.Stage) []guard.Middleware {
+	mw := make([]guard.Middleware, len(stages))
+	for i, st := range stages {
+		mw[i] = guard.StageMiddleware(st)
+	}
+	return mw
 }

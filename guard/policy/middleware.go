@@ -17,36 +17,53 @@ type LayerOptions struct {
 	Audit          *audit.Logger
 }
 
-// Middleware returns the argument side of L1 (and L2 when the engine has
-// it): every tools/call, and every other request that carries a path, URL
-// or command (CheckedMethods: resources, prompts, completions), is checked
-// before it reaches the server; a refused request is logged and answered
-// with a denial naming the rule.
+// Stage returns the argument side of L1 (and L2 when the engine has it)
+// as a two-phase layer: every tools/call, and every other request that
+// carries a path, URL or command (CheckedMethods: resources, prompts,
+// completions), is checked in the request phase, before it reaches the
+// server; a refused request is logged and answered with a denial naming
+// the rule. The response phase hides from tools/list the tools the policy
+// does not allow.
+func Stage(e *Engine, o LayerOptions) guard.Stage {
+	return &stage{e: e, o: o}
+}
+
+// Middleware is Stage as a Middleware, for in-process Handler chains.
 func Middleware(e *Engine, o LayerOptions) guard.Middleware {
-	return func(next guard.Handler) guard.Handler {
-		return func(ctx context.Context, req *guard.Request) *guard.Response {
-			var v *Violation
-			digest := req.Arguments
-			switch {
-			case req.Method == "tools/list":
-				return hideTools(e, o, next(ctx, req))
-			case req.Method == "tools/call":
-				v = e.Check(ctx, req.Tool, req.Arguments)
-			case Checks(req.Method):
-				v = e.CheckRequest(ctx, req.Method, req.Params)
-				digest = req.Params
-			}
-			if v == nil {
-				return next(ctx, req)
-			}
-			o.Audit.Log(audit.Event{
-				Server: o.Server, Config: o.Config, Layer: v.Layer, Rule: v.Rule, Tool: req.Tool,
-				Decision: audit.Deny, Reason: v.Reason, Target: v.Target,
-				ArgsDigest: audit.Digest(digest),
-			})
-			return guard.Deny(v.Layer, v.Rule, v.Reason)
-		}
+	return guard.StageMiddleware(Stage(e, o))
+}
+
+type stage struct {
+	e *Engine
+	o LayerOptions
+}
+
+func (st *stage) Request(ctx context.Context, req *guard.Request) *guard.Response {
+	var v *Violation
+	digest := req.Arguments
+	switch {
+	case req.Method == "tools/call":
+		v = st.e.Check(ctx, req.Tool, req.Arguments)
+	case Checks(req.Method):
+		v = st.e.CheckRequest(ctx, req.Method, req.Params)
+		digest = req.Params
 	}
+	if v == nil {
+		return nil
+	}
+	st.o.Audit.Log(audit.Event{
+		Server: st.o.Server, Config: st.o.Config, Layer: v.Layer, Rule: v.Rule, Tool: req.Tool,
+		Decision: audit.Deny, Reason: v.Reason, Target: v.Target,
+		ArgsDigest: audit.Digest(digest),
+	})
+	return guard.Deny(v.Layer, v.Rule, v.Reason)
+}
+
+func (st *stage) Response(_ context.Context, req *guard.Request, resp *guard.Response) *guard.Response {
+	if req.Method == "tools/list" {
+		return hideTools(st.e, st.o, resp)
+	}
+	return resp
 }
 
 // hideTools drops from a tools/list result the tools the policy does not

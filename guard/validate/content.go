@@ -128,7 +128,7 @@ func MayCarryContentRisk(raw []byte) bool {
 		}
 	}
 	var arr [1024]byte
-	return argAnchors.in(appendLower(arr[:0], string(raw)))
+	return argAnchors.in(appendLower(arr[:0], raw))
 }
 
 // anchorIndex finds any of a set of lower-case anchors in one pass. A bit
@@ -452,7 +452,7 @@ func anyAnchor(low []byte, anchors [][]byte) bool {
 	return false
 }
 
-func appendLower(dst []byte, s string) []byte {
+func appendLower[S ~string | ~[]byte](dst []byte, s S) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= 'A' && c <= 'Z' {

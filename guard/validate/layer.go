@@ -49,47 +49,80 @@ type Options struct {
 	ListTimeout time.Duration
 }
 
-// Responses returns the L2 middleware for what servers send back: it pins
-// every tool's description and schema at first sight in tools/list, hides
-// and blocks tools whose description is poisoned or later changes (rug
-// pull), denies tool results that carry prompt injection, and redacts
-// secrets and strips hidden characters from the rest. A client that calls
-// a tool without having listed the tools whole (one that cached the list,
-// say), or without listing them again after the server announced a change
-// (notifications/tools/list_changed), makes the layer list them itself
-// first, so that no tool is called unseen or on a stale view. State is per
-// middleware value, that is per guarded session.
+// Stage returns the L2 layer for what servers send back, as a Stage
+// that is also a Waiter: it pins every tool's description and schema at
+// first sight in tools/list, hides and blocks tools whose description is
+// poisoned or later changes (rug pull), denies tool results that carry
+// prompt injection, and redacts secrets and strips hidden characters from
+// the rest. A client that calls a tool without having listed the tools
+// whole (one that cached the list, say), or without listing them again
+// after the server announced a change (notifications/tools/list_changed),
+// makes the layer list them itself first (Wait: the call takes the
+// proxy's slow path), so that no tool is called unseen or on a stale view.
+// Every other request and response takes the fast path. State is per
+// Stage value, that is per guarded session.
+func Stage(o Options) guard.Stage {
+	return &session{o: o, pins: map[string]string{}, blocked: map[string]string{}, listID: newListID()}
+}
+
+// Responses is Stage as a Middleware, for in-process Handler chains.
 func Responses(o Options) guard.Middleware {
-	s := &session{o: o, pins: map[string]string{}, blocked: map[string]string{}, listID: newListID()}
-	return func(next guard.Handler) guard.Handler {
-		return func(ctx context.Context, req *guard.Request) *guard.Response {
-			switch req.Method {
-			case "tools/call":
-				s.ensureListed(ctx, req, next)
-				if rule, ok := s.isBlocked(req.Tool); ok {
-					reason := fmt.Sprintf("tool %q was blocked at tools/list (%s)", req.Tool, rule)
-					s.log(req, audit.Deny, rule, req.Tool, reason)
-					return guard.Deny(Layer, rule, reason)
-				}
-				resp := next(ctx, req)
-				return s.sanitize(req, resp)
-			case "tools/list":
-				changes := guard.NoticesFrom(ctx).Count(guard.ToolsListChanged)
-				resp := next(ctx, req)
-				if completeList(req, resp) {
-					s.markListed(changes)
-				}
-				return s.tools(req, resp)
-			case "resources/read", "prompts/get", "completion/complete":
-				return s.sanitize(req, next(ctx, req))
-			case "prompts/list", "resources/list", "resources/templates/list":
-				return s.definitions(req, next(ctx, req))
-			case "initialize":
-				return s.initialize(req, next(ctx, req))
-			}
-			return next(ctx, req)
+	return guard.StageMiddleware(Stage(o))
+}
+
+// listStart is the Request state key of a client's tools/list: the
+// server's tools/list_changed count when the list began.
+type listStart struct{}
+
+// Wait makes a tools/call wait for the layer's own tools/list when the
+// call needs one (see ensureListed). It never blocks: while another call's
+// list is under way, the call waits for it on the slow path.
+func (s *session) Wait(ctx context.Context, req *guard.Request) func(context.Context, guard.Handler) {
+	if req.Method != "tools/call" {
+		return nil
+	}
+	if s.listMu.TryLock() {
+		need := s.needsList(req.Tool, guard.NoticesFrom(ctx).Count(guard.ToolsListChanged))
+		s.listMu.Unlock()
+		if !need {
+			return nil
 		}
 	}
+	return func(ctx context.Context, send guard.Handler) { s.ensureListed(ctx, req, send) }
+}
+
+// Request denies a call to a blocked tool, and notes when a client's
+// tools/list began.
+func (s *session) Request(ctx context.Context, req *guard.Request) *guard.Response {
+	switch req.Method {
+	case "tools/call":
+		if rule, ok := s.isBlocked(req.Tool); ok {
+			reason := fmt.Sprintf("tool %q was blocked at tools/list (%s)", req.Tool, rule)
+			s.log(req, audit.Deny, rule, req.Tool, reason)
+			return guard.Deny(Layer, rule, reason)
+		}
+	case "tools/list":
+		req.SetState(listStart{}, guard.NoticesFrom(ctx).Count(guard.ToolsListChanged))
+	}
+	return nil
+}
+
+// Response judges what the server answered.
+func (s *session) Response(_ context.Context, req *guard.Request, resp *guard.Response) *guard.Response {
+	switch req.Method {
+	case "tools/call", "resources/read", "prompts/get", "completion/complete":
+		return s.sanitize(req, resp)
+	case "tools/list":
+		if changes, ok := req.State(listStart{}).(uint64); ok && completeList(req, resp) {
+			s.markListed(changes)
+		}
+		return s.tools(req, resp)
+	case "prompts/list", "resources/list", "resources/templates/list":
+		return s.definitions(req, resp)
+	case "initialize":
+		return s.initialize(req, resp)
+	}
+	return resp
 }
 
 type session struct {
@@ -162,13 +195,10 @@ func (s *session) ensureListed(ctx context.Context, call *guard.Request, next gu
 	s.listMu.Lock()
 	defer s.listMu.Unlock()
 	changes := guard.NoticesFrom(ctx).Count(guard.ToolsListChanged)
-	if s.listed && changes <= s.listedAt {
-		s.mu.Lock()
-		_, seen := s.pins[call.Tool]
-		s.mu.Unlock()
-		if seen || s.relisted[call.Tool] {
-			return
-		}
+	if !s.needsList(call.Tool, changes) {
+		return
+	}
+	if s.listed && changes <= s.listedAt { // a tool no list showed
 		if s.relisted == nil {
 			s.relisted = map[string]bool{}
 		}
@@ -203,6 +233,19 @@ func (s *session) ensureListed(ctx context.Context, call *guard.Request, next gu
 		}
 		cursor = res.NextCursor
 	}
+}
+
+// needsList reports whether a call to tool must wait for a list of the
+// server's tools (see ensureListed), given the server's tools/list_changed
+// count; s.listMu must be held.
+func (s *session) needsList(tool string, changes uint64) bool {
+	if !s.listed || changes > s.listedAt {
+		return true
+	}
+	s.mu.Lock()
+	_, seen := s.pins[tool]
+	s.mu.Unlock()
+	return !seen && !s.relisted[tool]
 }
 
 func (s *session) isBlocked(tool string) (string, bool) {
@@ -374,7 +417,7 @@ func suspicious(raw []byte) bool {
 		return true
 	}
 	var arr [1024]byte
-	return resultAnchors.in(appendLower(arr[:0], string(raw)))
+	return resultAnchors.in(appendLower(arr[:0], raw))
 }
 
 // sanitize checks a result (a tool's, a resource's, a prompt's, a
