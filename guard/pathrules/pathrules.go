@@ -210,6 +210,12 @@ func cleanWindows(p string) (string, error) {
 		}
 		out = append(out, c)
 	}
+	if n := len(out); n > 0 && strings.TrimRight(out[n-1], ". ") != out[n-1] {
+		// "C:\a \" names the directory "a " (a trailing separator keeps
+		// the spaces), but no cleaned form without that separator can say
+		// so: "C:\a " cleans to "C:\a". Refused rather than guessed.
+		return "", fmt.Errorf("%w: final component %q of %q keeps trailing dots or spaces", ErrNamespace, out[n-1], p)
+	}
 	if len(vol) == 2 {
 		vol = strings.ToUpper(vol[:1]) + ":"
 	} else {

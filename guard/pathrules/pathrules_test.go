@@ -65,6 +65,12 @@ func TestClean(t *testing.T) {
 		{Windows, `C:\ws\secret.txt. . `, `C:\ws\secret.txt`, nil},
 		{Windows, `C:\ws.\a`, `C:\ws\a`, nil},
 		{Windows, `C:\ws\...`, "", ErrNamespace},
+		// A trailing separator keeps a final name's spaces and dots, which
+		// no separator-less cleaned form can express (found by FuzzClean).
+		{Windows, `A:\0  \`, "", ErrNamespace},
+		{Windows, `C:\ws\a.. \`, "", ErrNamespace},
+		{Windows, `C:\ws\a \b\..`, "", ErrNamespace},
+		{Windows, `C:\ws\a \b`, `C:\ws\a \b`, nil},
 		{Windows, `\\srv\share\a\..\b`, `\\srv\share\b`, nil},
 		{Windows, `\\srv\share\..\..\x`, `\\srv\share\x`, nil},
 		{Windows, `//srv/share/x`, `\\srv\share\x`, nil},
