@@ -29,7 +29,7 @@ vmtest:
 # Rebuild the BPF objects (bpf2go) with Debian's clang.
 generate:
 	command -v clang-19 >/dev/null || (apt-get update && apt-get install -y clang-19 llvm-19 bpftool libbpf-dev)
-	go generate ./bpf/... ./vm/...
+	go generate ./bpf/... ./internal/vm/...
 
 # Figures and tables from the sample benchmark inputs committed in testdata/report (the
 # report says they are samples), with Table 1 from an eval of today's corpus on this host

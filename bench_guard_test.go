@@ -17,8 +17,8 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/internal/servers"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
-	"github.com/mcpguard/mcpguard/servers"
 )
 
 // BenchmarkGuard is the in-process latency table: one benign read_file of

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/mcpguard/mcpguard/guard/configs"
-	"github.com/mcpguard/mcpguard/servers"
+	"github.com/mcpguard/mcpguard/internal/servers"
 )
 
 // The standalone benchmark measures what a user of `mcpguard run` gets: the

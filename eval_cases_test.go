@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpguard/mcpguard/eval"
 	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/internal/eval"
+	"github.com/mcpguard/mcpguard/internal/servers"
 	"github.com/mcpguard/mcpguard/internal/testenv"
-	"github.com/mcpguard/mcpguard/servers"
 )
 
 // TestEvalCases runs every case under every config (TestEvalCases/C0/FR-01)

@@ -18,11 +18,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpguard/mcpguard/eval"
 	"github.com/mcpguard/mcpguard/gateway"
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/configs"
-	"github.com/mcpguard/mcpguard/servers"
+	"github.com/mcpguard/mcpguard/internal/eval"
+	"github.com/mcpguard/mcpguard/internal/servers"
 )
 
 // httpSession is an eval session whose client reaches the guarded server

@@ -5,7 +5,7 @@ package mcpguard_test
 import (
 	"testing"
 
-	"github.com/mcpguard/mcpguard/vm/probe"
+	"github.com/mcpguard/mcpguard/internal/vm/probe"
 )
 
 // TestVMProbe shows a BPF LSM denial where the kernel enforces BPF LSM

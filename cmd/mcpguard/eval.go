@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpguard/mcpguard/eval"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/configs"
-	"github.com/mcpguard/mcpguard/servers"
+	"github.com/mcpguard/mcpguard/internal/eval"
+	"github.com/mcpguard/mcpguard/internal/servers"
 )
 
 func cmdEval(ctx context.Context, s stdio, args []string) error {

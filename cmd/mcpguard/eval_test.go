@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpguard/mcpguard/eval"
+	"github.com/mcpguard/mcpguard/internal/eval"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/mcpguard/mcpguard/report"
+	"github.com/mcpguard/mcpguard/internal/report"
 )
 
 func cmdGate(ctx context.Context, s stdio, args []string) error {

@@ -22,7 +22,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
-	"github.com/mcpguard/mcpguard/servers"
+	"github.com/mcpguard/mcpguard/internal/servers"
 )
 
 // buildServer builds one corpus Go server and returns its argv.

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/mcpguard/mcpguard/report"
+	"github.com/mcpguard/mcpguard/internal/report"
 )
 
 type listFlag []string

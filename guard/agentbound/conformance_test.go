@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpguard/mcpguard/eval"
 	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/internal/eval"
+	"github.com/mcpguard/mcpguard/internal/servers"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
-	"github.com/mcpguard/mcpguard/servers"
 )
 
 // TestAgentBoundConformance runs the whole corpus under C-AB through the

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/mcpguard/mcpguard/corpus/tools"
+	"github.com/mcpguard/mcpguard/internal/corpus/tools"
 )
 
 func main() {

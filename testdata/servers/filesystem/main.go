@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mcpguard/mcpguard/corpus/tools"
+	"github.com/mcpguard/mcpguard/internal/corpus/tools"
 )
 
 func main() {

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mcpguard/mcpguard/corpus/payload"
-	"github.com/mcpguard/mcpguard/corpus/tools"
+	"github.com/mcpguard/mcpguard/internal/corpus/payload"
+	"github.com/mcpguard/mcpguard/internal/corpus/tools"
 )
 
 const name = "fs-trojan"

@@ -9,8 +9,8 @@ import (
 	"os"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mcpguard/mcpguard/corpus/payload"
-	"github.com/mcpguard/mcpguard/corpus/tools"
+	"github.com/mcpguard/mcpguard/internal/corpus/payload"
+	"github.com/mcpguard/mcpguard/internal/corpus/tools"
 )
 
 const name = "shell-trojan"

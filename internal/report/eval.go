@@ -8,8 +8,8 @@ import (
 	"os"
 	"slices"
 
-	"github.com/mcpguard/mcpguard/eval"
 	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/internal/eval"
 )
 
 // ErrNoReports is returned for an eval file that holds no config report.

@@ -20,7 +20,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/configs"
-	"github.com/mcpguard/mcpguard/servers"
+	"github.com/mcpguard/mcpguard/internal/servers"
 )
 
 // Verdicts.

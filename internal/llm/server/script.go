@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/mcpguard/mcpguard/llm/model"
+	"github.com/mcpguard/mcpguard/internal/llm/model"
 )
 
 // renderPrompt lays the conversation out in a ChatML template, as Qwen2's

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpguard/mcpguard/vm/vmproto"
+	"github.com/mcpguard/mcpguard/internal/vm/vmproto"
 )
 
 // The test binary doubles as a fake qemu: it speaks the guest's side of the

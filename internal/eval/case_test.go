@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpguard/mcpguard/internal/servers"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
-	"github.com/mcpguard/mcpguard/servers"
 )
 
 const validCase = `{
@@ -126,7 +126,7 @@ func TestLoadCasesReportsEveryBadFile(t *testing.T) {
 
 // The committed corpus loads cleanly against the server registry.
 func TestCorpusLoads(t *testing.T) {
-	cases, err := LoadCases("../testdata/cases", servers.Names())
+	cases, err := LoadCases("../../testdata/cases", servers.Names())
 	require.NoError(t, err)
 	require.NotEmpty(t, cases)
 	for _, c := range cases {

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpguard/mcpguard/guard/configs"
-	"github.com/mcpguard/mcpguard/servers"
+	"github.com/mcpguard/mcpguard/internal/servers"
 )
 
 func requireInterpreters(t *testing.T) {
@@ -27,7 +27,7 @@ func requireInterpreters(t *testing.T) {
 
 func newRunner(t *testing.T) *Runner {
 	t.Helper()
-	root, err := filepath.Abs("..")
+	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	return &Runner{Root: root, BinDir: t.TempDir(), WorkDir: t.TempDir()}
 }

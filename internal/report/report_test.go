@@ -15,14 +15,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpguard/mcpguard/eval"
+	"github.com/mcpguard/mcpguard/internal/eval"
+	"github.com/mcpguard/mcpguard/internal/report"
 	"github.com/mcpguard/mcpguard/internal/testenv"
-	"github.com/mcpguard/mcpguard/report"
 )
 
-// The sample inputs in ../testdata/report come from real runs of this
+// The sample inputs in ../../testdata/report come from real runs of this
 // repository's benchmarks; testdata/report/README.md gives the commands.
-const samples = "../testdata/report"
+const samples = "../../testdata/report"
 
 func sampleInputs(t *testing.T) report.Inputs {
 	t.Helper()

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/mcpguard/mcpguard/llm/model"
+	"github.com/mcpguard/mcpguard/internal/llm/model"
 )
 
 // errEmptyInputs is an empty batch (TEI answers it with 400 "Empty").

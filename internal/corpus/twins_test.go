@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpguard/mcpguard/internal/servers"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
-	"github.com/mcpguard/mcpguard/servers"
 )
 
 // twins maps each malicious (or vulnerable) Go server to the benign server

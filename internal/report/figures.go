@@ -13,7 +13,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/mcpguard/mcpguard/eval"
+	"github.com/mcpguard/mcpguard/internal/eval"
 )
 
 // Formats are the figure formats written by default.

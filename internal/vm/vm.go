@@ -31,7 +31,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mcpguard/mcpguard/vm/vmproto"
+	"github.com/mcpguard/mcpguard/internal/vm/vmproto"
 )
 
 // ErrTimeout is returned when the command did not finish in Config.Timeout.

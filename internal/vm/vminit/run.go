@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mcpguard/mcpguard/vm/vmproto"
+	"github.com/mcpguard/mcpguard/internal/vm/vmproto"
 )
 
 // runCommand runs the request's command in the new root and returns its

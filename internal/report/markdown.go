@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/mcpguard/mcpguard/eval"
+	"github.com/mcpguard/mcpguard/internal/eval"
 )
 
 // Inputs are what a report is drawn from; any part may be missing.

@@ -35,7 +35,7 @@ const (
 	// kernelMeta is Debian's package that depends on the current kernel.
 	kernelMeta = "linux-image-amd64"
 	// initPackage is the import path of the guest's init.
-	initPackage = "github.com/mcpguard/mcpguard/vm/vminit"
+	initPackage = "github.com/mcpguard/mcpguard/internal/vm/vminit"
 	modulePath  = "github.com/mcpguard/mcpguard"
 )
 

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mcpguard/mcpguard/llm/model"
+	"github.com/mcpguard/mcpguard/internal/llm/model"
 )
 
 const (

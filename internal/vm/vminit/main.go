@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mcpguard/mcpguard/vm/vmproto"
+	"github.com/mcpguard/mcpguard/internal/vm/vmproto"
 )
 
 const (

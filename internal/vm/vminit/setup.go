@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mcpguard/mcpguard/vm/vmproto"
+	"github.com/mcpguard/mcpguard/internal/vm/vmproto"
 )
 
 func mount(src, dst, fstype string, flags uintptr, data string) error {
