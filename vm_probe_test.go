@@ -5,6 +5,7 @@ package mcpguard_test
 import (
 	"testing"
 
+	"github.com/mcpguard/mcpguard/internal/testenv"
 	"github.com/mcpguard/mcpguard/internal/vm/probe"
 )
 
@@ -13,4 +14,7 @@ import (
 // kernel's reason elsewhere. It is here as well as in vm/probe because
 // `go test -run TestVMProbe -bpf ./...` tests only this package: go test
 // reads no packages after a flag it does not know.
-func TestVMProbe(t *testing.T) { probe.Check(t) }
+func TestVMProbe(t *testing.T) {
+	testenv.RequireBPF(t)
+	testenv.SkipIfNotSupported(t, probe.Check(t.TempDir()))
+}

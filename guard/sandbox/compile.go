@@ -19,6 +19,7 @@ import (
 	"github.com/mcpguard/mcpguard/bpf"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
+	"github.com/mcpguard/mcpguard/guard/validate"
 )
 
 // FileRule admits a file or directory tree (by its inode: a directory
@@ -82,16 +83,11 @@ func Protected() map[bpf.NameKey]uint32 {
 	return m
 }
 
-// Resolver looks up host names in network rules.
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
-
 // Compile turns a policy into kernel rules. Write roots are readable too.
 // Each exec allow-list entry is also readable (the kernel opens a binary
 // before it runs it). Host names are resolved now (a name is a set of
 // addresses to the kernel); "localhost" is 127.0.0.1 and ::1 without DNS.
-func Compile(ctx context.Context, p *policy.Policy, r Resolver) (Rules, error) {
+func Compile(ctx context.Context, p *policy.Policy, r validate.Resolver) (Rules, error) {
 	var out Rules
 	for _, path := range p.Filesystem.Read {
 		if !filepath.IsAbs(path) {
@@ -138,7 +134,7 @@ func Compile(ctx context.Context, p *policy.Policy, r Resolver) (Rules, error) {
 
 // hostPrefixes turns a rule's host (an IP, a CIDR prefix, "*" or a name)
 // into prefixes.
-func hostPrefixes(ctx context.Context, host string, r Resolver) ([]netip.Prefix, error) {
+func hostPrefixes(ctx context.Context, host string, r validate.Resolver) ([]netip.Prefix, error) {
 	switch host {
 	case "":
 		return nil, errors.New("network rule: empty host")

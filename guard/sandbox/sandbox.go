@@ -28,6 +28,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
+	"github.com/mcpguard/mcpguard/guard/validate"
 )
 
 // DefaultPinRoot is where the programs' links and maps are pinned.
@@ -46,7 +47,7 @@ type Options struct {
 	Audit *audit.Logger
 	// Resolver resolves host names in network rules (net.DefaultResolver
 	// if nil).
-	Resolver Resolver
+	Resolver validate.Resolver
 	// ReapGrace is how old a session cgroup whose proxy is gone must be
 	// before Prepare reaps it (10 s if zero; see Reap).
 	ReapGrace time.Duration

@@ -74,6 +74,7 @@ func (d *Denier) Close() error {
 	var errs []error
 	if d.link != nil {
 		errs = append(errs, d.link.Close())
+		d.link = nil
 	}
 	errs = append(errs, d.objs.Close())
 	return errors.Join(errs...)
