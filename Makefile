@@ -28,7 +28,7 @@ vmtest:
 
 # Rebuild the BPF objects (bpf2go) with Debian's clang.
 generate:
-	command -v clang-19 >/dev/null || (apt-get update && apt-get install -y clang-19 llvm-19 bpftool libbpf-dev)
+	(command -v clang-19 && test -f /usr/include/bpf/bpf_helpers.h) >/dev/null || (apt-get update && apt-get install -y clang-19 llvm-19 bpftool libbpf-dev)
 	go generate ./bpf/... ./internal/vm/...
 
 # Figures and tables from the sample benchmark inputs committed in testdata/report (the
