@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 
-out="results/bench-$(date -u +%Y%m%dT%H%M%SZ)"
+out="$PWD/results/bench-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
 # Load before and after: latency rows from a busy machine are upper bounds.
 load_start=$(cut -d' ' -f1 /proc/loadavg)
@@ -28,13 +28,19 @@ bin/mcpguard eval --config all --results "$out/runs" --run-id host --json "$out/
 evals=(--eval "$out/eval-host.json")
 if [ "${SKIP_VM:-0}" != 1 ]; then
 	step "corpus eval of the BPF LSM configs in the VM"
-	# Servers built here (compiling under TCG is slow); time bounds stretched for TCG.
-	go build -o bin/servers/ ./testdata/servers/...
-	# The VM's root is the host's, read-only: the JSON comes back on stdout,
-	# the table on stderr.
-	bin/mcpguard vm --timeout 60m -- sh -c 'bin/mcpguard eval --config C-ebpf,C-full,C-AB+ebpf \
-		--server-bin "$PWD/bin/servers" --timeout-scale 5 --results /tmp/results \
-		--run-id vm --json /tmp/eval-vm.json >&2 && cat /tmp/eval-vm.json' >"$out/eval-vm.json" 2> >(tee "$out/eval-vm.txt" >&2)
+	(
+		# A checkout the VM cannot see as it is (under /tmp or $HOME) runs
+		# from a mirror, as scripts/vmtest does.
+		. scripts/vmmirror.sh
+		vm_mirror bench
+		# Servers built here (compiling under TCG is slow); time bounds stretched for TCG.
+		go build -o bin/servers/ ./testdata/servers/...
+		# The VM's root is the host's, read-only: the JSON comes back on stdout,
+		# the table on stderr.
+		bin/mcpguard vm --timeout 60m -- sh -c 'bin/mcpguard eval --config C-ebpf,C-full,C-AB+ebpf \
+			--server-bin "$PWD/bin/servers" --timeout-scale 5 --results /tmp/results \
+			--run-id vm --json /tmp/eval-vm.json >&2 && cat /tmp/eval-vm.json' >"$out/eval-vm.json" 2> >(tee "$out/eval-vm.txt" >&2)
+	)
 	evals+=(--eval "$out/eval-vm.json")
 fi
 
