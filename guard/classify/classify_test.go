@@ -139,7 +139,12 @@ func classifier(t testing.TB) (*llmtest.Server, chan struct{}) {
 }
 
 func newHook(t testing.TB, url string, o classify.Options) *classify.Hook {
-	pg, err := firewall.NewPromptGuard(firewall.PromptGuardOptions{URL: url, Timeout: o.Timeout, OnError: firewall.ReturnError})
+	return newHookPG(t, firewall.PromptGuardOptions{URL: url}, o)
+}
+
+func newHookPG(t testing.TB, pgo firewall.PromptGuardOptions, o classify.Options) *classify.Hook {
+	pgo.Timeout, pgo.OnError = o.Timeout, firewall.ReturnError
+	pg, err := firewall.NewPromptGuard(pgo)
 	require.NoError(t, err)
 	o.Scanner = pg
 	if o.Server == "" {
@@ -188,6 +193,23 @@ func (s *syncBuffer) events(t testing.TB) []audit.Event {
 // start runs the proxy with L2 (validate's stage and server hook, as C-app
 // has them) and, when url is not "", the classifier hook stacked on it.
 func start(t testing.TB, url string, o classify.Options, env ...string) *session {
+	return startPG(t, firewall.PromptGuardOptions{URL: url}, o, env...)
+}
+
+// startPG is start with the classifier client's options (off when
+// pgo.URL is "").
+func startPG(t testing.TB, pgo firewall.PromptGuardOptions, o classify.Options, env ...string) *session {
+	if pgo.URL == "" {
+		return startHook(t, nil, env...)
+	}
+	return startHook(t, func(log *audit.Logger) *classify.Hook {
+		o.Audit = log
+		return newHookPG(t, pgo, o)
+	}, env...)
+}
+
+// startHook is start with the hook mk makes (none when mk is nil).
+func startHook(t testing.TB, mk func(*audit.Logger) *classify.Hook, env ...string) *session {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	buf := &syncBuffer{}
@@ -203,9 +225,8 @@ func start(t testing.TB, url string, o classify.Options, env ...string) *session
 		Grace:       time.Second,
 		Stderr:      io.Discard,
 	}
-	if url != "" {
-		o.Audit = log
-		h := newHook(t, url, o)
+	if mk != nil {
+		h := mk(log)
 		p.Stages = append(p.Stages, h.Stage())
 		p.ServerHooks = append(p.ServerHooks, h.ServerHook())
 	}
