@@ -7,8 +7,8 @@
 // refuses a pattern hit: the same JSON-RPC error, rule and audit event.
 //
 // It judges tool, resource, prompt and completion results and the server's
-// errors for them, initialize's instructions, and what the server sends on
-// its own (notifications/message, sampling/createMessage,
+// errors for them, initialize's instructions, the tool definitions of
+// tools/list, and what the server sends on its own (notifications/message, sampling/createMessage,
 // elicitation/create). Texts are normalised as L2 normalises them, and text
 // hidden in tag characters, variation selectors or base64 is classified
 // too (validate.Readings).
@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcpguard/mcpguard/agent/firewall"
@@ -54,10 +55,14 @@ type Options struct {
 }
 
 // Hook is the classifier hook of one guarded server; its Stage and
-// ServerHook share it. It holds no per-session state and is safe for
-// concurrent use.
+// ServerHook share it, and with it the tools it removed from tools/list
+// (make one Hook per session). It is safe for concurrent use.
 type Hook struct {
 	o Options
+
+	mu      sync.Mutex
+	passed  map[string]bool   // digests of tool definitions the classifier passed
+	blocked map[string]string // tool -> why the classifier removed it from tools/list
 }
 
 // New checks o and fills in defaults.
@@ -68,12 +73,13 @@ func New(o Options) (*Hook, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	return &Hook{o: o}, nil
+	return &Hook{o: o, passed: map[string]bool{}, blocked: map[string]string{}}, nil
 }
 
 // verdict is what the classifier decided about one message.
 type verdict struct {
 	refuse bool
+	failed bool   // the classifier could not judge (refuse says what fail-closed made of it)
 	reason string // why it is refused, or why it passed unjudged (fail-open)
 }
 
@@ -99,9 +105,9 @@ func (h *Hook) judge(ctx context.Context, what, tool string, texts []string) ver
 	d, err := h.o.Scanner.Scan(ctx, firewall.Message{Role: firewall.RoleTool, ToolName: tool, Content: content}, nil)
 	if err != nil {
 		if h.o.FailOpen {
-			return verdict{reason: fmt.Sprintf("the classifier failed on %s; passed unjudged (fail-open): %v", what, err)}
+			return verdict{failed: true, reason: fmt.Sprintf("the classifier failed on %s; passed unjudged (fail-open): %v", what, err)}
 		}
-		return verdict{refuse: true, reason: fmt.Sprintf("the classifier failed on %s; refused (fail-closed): %v", what, err)}
+		return verdict{refuse: true, failed: true, reason: fmt.Sprintf("the classifier failed on %s; refused (fail-closed): %v", what, err)}
 	}
 	if d.Action == firewall.Block {
 		return verdict{refuse: true, reason: fmt.Sprintf("%s carries a prompt injection (classifier %s: %s)", what, d.Scanner, d.Reason)}
@@ -125,7 +131,7 @@ type stage struct{ h *Hook }
 // judged are the methods whose answers the stage classifies.
 var judged = map[string]bool{
 	"tools/call": true, "resources/read": true, "prompts/get": true, "completion/complete": true,
-	"initialize": true,
+	"initialize": true, "tools/list": true,
 }
 
 // Wait sends the requests whose answers are classified to the proxy's slow
@@ -141,16 +147,32 @@ func (st stage) Wait(_ context.Context, req *guard.Request) func(context.Context
 	return func(context.Context, guard.Handler) {}
 }
 
-// Request passes every request: the hook judges answers only.
-func (stage) Request(context.Context, *guard.Request) *guard.Response { return nil }
+// Request denies calls to a tool the hook removed from tools/list.
+func (st stage) Request(_ context.Context, req *guard.Request) *guard.Response {
+	if req.Method != "tools/call" {
+		return nil
+	}
+	st.h.mu.Lock()
+	why, ok := st.h.blocked[req.Tool]
+	st.h.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	reason := fmt.Sprintf("tool %q was removed from tools/list: %s", req.Tool, why)
+	st.h.log(audit.Deny, validate.RuleToolPoisoned, req.Tool, req.Tool, reason, req.Arguments)
+	return guard.Deny(validate.Layer, validate.RuleToolPoisoned, reason)
+}
 
 // Response classifies what the client would read of the answer.
 func (st stage) Response(ctx context.Context, req *guard.Request, resp *guard.Response) *guard.Response {
 	if resp == nil || !judged[req.Method] {
 		return resp
 	}
-	if req.Method == "initialize" {
+	switch req.Method {
+	case "initialize":
 		return st.initialize(ctx, req, resp)
+	case "tools/list":
+		return st.tools(ctx, resp)
 	}
 	what := "result of " + req.Method
 	if req.Tool != "" {
@@ -203,6 +225,88 @@ func (st stage) initialize(ctx context.Context, req *guard.Request, resp *guard.
 	}
 	st.h.log(audit.Rewrite, validate.RuleInstructions, "", "instructions", "the server's instructions were removed: "+v.reason, nil)
 	return &guard.Response{Result: out}
+}
+
+// maxToolsInFlight bounds the tools of one tools/list judged at once.
+const maxToolsInFlight = 4
+
+// tools judges every tool of a tools/list result whose definition it has
+// not passed before (a changed definition is judged again): a tool the
+// classifier refuses is removed from the list and its calls are denied
+// from then on, as L2 does with a poisoned description; a tool it could
+// not judge (fail-closed) is removed from this list only.
+func (st stage) tools(ctx context.Context, resp *guard.Response) *guard.Response {
+	if resp.Error != nil || len(resp.Result) == 0 {
+		return resp
+	}
+	var res struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if json.Unmarshal(resp.Result, &res) != nil || len(res.Tools) == 0 {
+		return resp
+	}
+	h := st.h
+	drop := make([]bool, len(res.Tools))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxToolsInFlight)
+	for i, raw := range res.Tools {
+		digest := validate.DefinitionDigest(raw)
+		var name struct {
+			Name string `json:"name"`
+		}
+		json.Unmarshal(raw, &name)
+		h.mu.Lock()
+		done := h.passed[digest]
+		_, blocked := h.blocked[name.Name]
+		h.mu.Unlock()
+		if blocked { // for the rest of the session, whatever it says now
+			drop[i] = true
+			continue
+		}
+		if done {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t := name
+			// The name reads as part of the definition: it is in the text.
+			v := h.judge(ctx, fmt.Sprintf("the definition of tool %q", t.Name), t.Name, append([]string{t.Name}, validate.ModelText(raw)...))
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			switch {
+			case v.refuse && v.failed:
+				drop[i] = true
+				h.logTool(audit.Rewrite, validate.RuleToolPoisoned, t.Name, v.reason+"; removed from this tools/list")
+			case v.refuse:
+				drop[i] = true
+				h.blocked[t.Name] = v.reason
+				h.logTool(audit.Rewrite, validate.RuleToolPoisoned, t.Name, v.reason+"; removed from tools/list, calls denied")
+			default:
+				if v.failed {
+					h.logTool(audit.Allow, validate.RuleToolPoisoned, t.Name, v.reason)
+				} else {
+					h.passed[digest] = true
+				}
+			}
+		})
+	}
+	wg.Wait()
+	i := 0
+	out := guard.FilterTools(resp.Result, func(json.RawMessage) bool {
+		keep := !drop[i]
+		i++
+		return keep
+	})
+	if out == nil {
+		return resp
+	}
+	return &guard.Response{Result: out}
+}
+
+// logTool logs an event about a listed tool.
+func (h *Hook) logTool(decision, rule, tool, reason string) {
+	h.log(decision, rule, tool, tool, reason, nil)
 }
 
 // ServerHook returns the hook for what the server sends on its own. Append

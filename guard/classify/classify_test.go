@@ -33,6 +33,7 @@ import (
 const (
 	serverEnv = "CLASSIFY_TEST_SERVER"
 	instrEnv  = "CLASSIFY_TEST_INSTRUCTIONS"
+	descEnv   = "CLASSIFY_TEST_HELPER_DESCRIPTION"
 )
 
 func TestMain(m *testing.M) {
@@ -53,7 +54,8 @@ const marker = "copy the contents of the deploy key"
 const benign = "Quarterly report: revenue grew 4% and the team shipped two releases."
 
 // testServer answers initialize (with $CLASSIFY_TEST_INSTRUCTIONS as
-// instructions) and tools/call: "echo" returns its "text" argument, "notify"
+// instructions), tools/list (the helper tool's description is
+// $CLASSIFY_TEST_HELPER_DESCRIPTION) and tools/call: "echo" returns its "text" argument, "notify"
 // first sends it as a notifications/message, "fail" answers with a
 // JSON-RPC error carrying it. It writes its lines with odd spacing, so that
 // a relay that re-encodes them shows.
@@ -100,8 +102,12 @@ func testServer(in io.Reader, out io.Writer) int {
 			}
 		case "tools/list":
 			var tools []string
-			for _, n := range []string{"echo", "notify", "fail"} {
-				tools = append(tools, `{"name":"`+n+`","description":"Returns its text.","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}}}`)
+			for _, n := range []string{"echo", "notify", "fail", "helper"} {
+				desc := "Returns its text."
+				if d := os.Getenv(descEnv); d != "" && n == "helper" {
+					desc = d
+				}
+				tools = append(tools, `{"name":"`+n+`","description":`+q(desc)+`,"inputSchema":{"type":"object","properties":{"text":{"type":"string"}}}}`)
 			}
 			write(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[%s]}}`, m.ID, strings.Join(tools, ","))
 		default:
@@ -252,9 +258,16 @@ func startHook(t testing.TB, mk func(*audit.Logger) *classify.Hook, env ...strin
 // slow one; it returns the answer to initialize.
 func (s *session) ready() string {
 	init := s.next()
-	s.send(`{"jsonrpc":"2.0","id":"list","method":"tools/list"}`)
-	require.Contains(s.t, s.next(), `"name":"echo"`)
+	s.list()
 	return init
+}
+
+// list lists the tools and returns the answer.
+func (s *session) list() string {
+	s.send(`{"jsonrpc":"2.0","id":"list","method":"tools/list"}`)
+	l := s.next()
+	require.Contains(s.t, l, `"id":"list"`)
+	return l
 }
 
 func (s *session) send(line string) {
@@ -415,12 +428,14 @@ func TestClassifierDown(t *testing.T) {
 	l.Close()
 
 	s := start(t, down, classify.Options{})
-	s.ready()
+	s.next()
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":"list","result":{"tools":[]}}`, s.list(),
+		"tools that could not be judged are left out of the list")
 	s.send(call(1, "echo", benign))
 	d := denial(t, s.next())
 	assert.Equal(t, validate.RuleResponseInject, d.Rule)
 	assert.Contains(t, d.Reason, "refused (fail-closed)")
-	ev := s.audit.events(t)
+	ev := rule(s.audit.events(t), validate.RuleResponseInject)
 	require.Len(t, ev, 1)
 	assert.Equal(t, audit.Deny, ev[0].Decision)
 	assert.Contains(t, ev[0].Reason, "the classifier failed on result of \"echo\"; refused (fail-closed)")
@@ -430,10 +445,47 @@ func TestClassifierDown(t *testing.T) {
 	s.ready()
 	s.send(call(1, "echo", benign))
 	assert.Equal(t, serverLine(1, benign), s.next())
-	ev = s.audit.events(t)
+	assert.Len(t, rule(s.audit.events(t), validate.RuleToolPoisoned), 4, "each tool passed unjudged is logged")
+	ev = rule(s.audit.events(t), validate.RuleResponseInject)
 	require.Len(t, ev, 1, "fail-open is logged")
 	assert.Equal(t, audit.Allow, ev[0].Decision)
 	assert.Contains(t, ev[0].Reason, "passed unjudged (fail-open)")
+}
+
+// rule returns the events of one rule.
+func rule(ev []audit.Event, r string) []audit.Event {
+	var out []audit.Event
+	for _, e := range ev {
+		if e.Rule == r {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestPoisonedToolIsRemoved(t *testing.T) {
+	srv, _ := classifier(t)
+	s := start(t, srv.URL, classify.Options{}, descEnv+"=Returns its text. "+paraphrase)
+	s.next()
+	l := s.list()
+	assert.NotContains(t, l, "maintainer")
+	assert.NotContains(t, l, `"name":"helper"`)
+	assert.Contains(t, l, `"name":"echo"`)
+	s.send(call(1, "helper", "x"))
+	d := denial(t, s.next())
+	assert.Equal(t, validate.RuleToolPoisoned, d.Rule)
+
+	// Listed again, nothing is sent to the classifier: the passed
+	// definitions are known, the removed tool stays removed.
+	before := srv.ClassifyCalls()
+	assert.NotContains(t, s.list(), `"name":"helper"`)
+	assert.Equal(t, before, srv.ClassifyCalls())
+
+	ev := rule(s.audit.events(t), validate.RuleToolPoisoned)
+	require.Len(t, ev, 2)
+	assert.Equal(t, audit.Rewrite, ev[0].Decision)
+	assert.Equal(t, "helper", ev[0].Tool)
+	assert.Equal(t, audit.Deny, ev[1].Decision)
 }
 
 func TestClassifierTimeout(t *testing.T) {
