@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/classify"
 	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/guard/policy"
 )
@@ -41,6 +42,7 @@ type guardFlags struct {
 	grace                                       time.Duration
 	maxMessage                                  int
 	vars                                        varsFlag
+	classifier                                  classify.Flags
 }
 
 type varsFlag map[string]string
@@ -65,6 +67,7 @@ func (g *guardFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.l3, "l3", "", "kernel backend for configs with L3: auto, ebpf or landlock")
 	fs.DurationVar(&g.grace, "grace", guard.DefaultGrace, "time the server gets after EOF, and after SIGTERM, before the next step")
 	fs.IntVar(&g.maxMessage, "max-message", guard.DefaultMaxMessage, "largest JSON-RPC message in `bytes` (-1: no limit)")
+	g.classifier.Register(fs)
 	fs.Var(g.vars, "var", "`NAME=VALUE` for ${NAME} in policy files (repeatable; WS, HOME and TMP default to the working directory, $HOME and the temp dir)")
 }
 
@@ -125,6 +128,13 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 		}
 		return nil, nil, &exitCode{code: exitNotStarted, err: fmt.Errorf("server not started: %w", err)}
 	}
+	if err := g.classifier.Apply(setup, server, logger); err != nil {
+		if setup.Sandbox != nil {
+			setup.Sandbox.Close()
+		}
+		closer()
+		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
 	if setup.Sandbox != nil {
 		// Say which kernel backend enforces, and what it cannot stop, so
 		// that `--l3 auto` is never a silent choice.
@@ -173,6 +183,9 @@ closed), 1 for other errors, 2 for usage.`)
 		argv = fs.Args() // tolerate a missing "--" when no flag follows
 	}
 	if *listen != "" {
+		if g.classifier.Enabled() {
+			return fmt.Errorf("%w: --classifier does not work with --listen yet", errUsage)
+		}
 		return runListen(ctx, s, &g, argv, *listen)
 	}
 	p, closeAudit, err := g.proxy(s, argv)

@@ -49,8 +49,13 @@ var homoglyphs = strings.NewReplacer(
 // mathematical letters and non-breaking or other odd spaces become plain
 // ones), lower-cased. Homoglyphs are kept: see Skeleton.
 func Normalize(s string) string {
+	return strings.ToLower(fold(s))
+}
+
+// fold is Normalize without the lower-casing.
+func fold(s string) string {
 	if isASCII(s) {
-		return strings.ToLower(s)
+		return s
 	}
 	s = strings.Map(func(r rune) rune {
 		if invisible(r) {
@@ -61,13 +66,12 @@ func Normalize(s string) string {
 	s = norm.NFKC.String(s)
 	// NFKC leaves some spaces (U+1680, U+180E were Cf) alone: fold every
 	// Unicode space to a plain one.
-	s = strings.Map(func(r rune) rune {
+	return strings.Map(func(r rune) rune {
 		if r >= 0x80 && unicode.IsSpace(r) {
 			return ' '
 		}
 		return r
 	}, s)
-	return strings.ToLower(s)
 }
 
 // Skeleton is Normalize with homoglyphs mapped to the Latin letters they
