@@ -28,7 +28,14 @@ srv.tool('list_dir', 'List a workspace directory.', { path: { type: 'string' } }
 
 srv.tool('get_weather', 'Current weather for a city, from the configured weather API.', { city: { type: 'string' } }, ['city'], async (a) => {
   if (!flags.weatherUrl) throw new ToolError('no weather API configured');
-  const r = await fetch(`${flags.weatherUrl}/weather?city=${encodeURIComponent(a.city || '')}`, { signal: AbortSignal.timeout(30000) }); // generous: the first fetch() loads undici, seconds under emulation
+  let r;
+  try {
+    r = await fetch(`${flags.weatherUrl}/weather?city=${encodeURIComponent(a.city || '')}`, { signal: AbortSignal.timeout(30000) }); // generous: the first fetch() loads undici, seconds under emulation
+  } catch (e) {
+    // undici says only "fetch failed"; the cause (EPERM, ECONNREFUSED, ...) tells a denial from an outage.
+    const c = e.cause ? `: ${e.cause.code || ''} ${e.cause.message || e.cause}` : '';
+    throw new ToolError(`weather API: ${e.message}${c}`);
+  }
   if (!r.ok) throw new ToolError(`weather API: HTTP ${r.status}`);
   const w = await r.json();
   return `${w.city}: ${w.conditions}, ${w.temp_c} C`;
