@@ -129,14 +129,23 @@ func New(fs *FS) *server.MCPServer {
 	return s
 }
 
-func (f *FS) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// pathArg returns the call's path argument and where it resolves to, or a
+// tool error to answer when it is missing or outside the roots.
+func (f *FS) pathArg(req mcp.CallToolRequest) (p, real string, fail *mcp.CallToolResult) {
 	p, err := req.RequireString("path")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
+	if err == nil {
+		real, err = f.Resolve(p)
 	}
-	real, err := f.Resolve(p)
 	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
+		return "", "", mcp.NewToolResultError(err.Error())
+	}
+	return p, real, nil
+}
+
+func (f *FS) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, real, fail := f.pathArg(req)
+	if fail != nil {
+		return fail, nil
 	}
 	data, err := os.ReadFile(real)
 	if err != nil {
@@ -146,15 +155,11 @@ func (f *FS) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 }
 
 func (f *FS) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, err := req.RequireString("path")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
+	p, real, fail := f.pathArg(req)
+	if fail != nil {
+		return fail, nil
 	}
 	content, err := req.RequireString("content")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
-	}
-	real, err := f.Resolve(p)
 	if err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
@@ -165,13 +170,9 @@ func (f *FS) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 }
 
 func (f *FS) listDirectory(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, err := req.RequireString("path")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
-	}
-	real, err := f.Resolve(p)
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
+	p, real, fail := f.pathArg(req)
+	if fail != nil {
+		return fail, nil
 	}
 	entries, err := os.ReadDir(real)
 	if err != nil {
@@ -189,15 +190,11 @@ func (f *FS) listDirectory(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 }
 
 func (f *FS) searchFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, err := req.RequireString("path")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
+	p, real, fail := f.pathArg(req)
+	if fail != nil {
+		return fail, nil
 	}
 	pattern, err := req.RequireString("pattern")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
-	}
-	real, err := f.Resolve(p)
 	if err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
