@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// processGone reports whether no process pid exists any more.
+func processGone(pid int) bool { return mcptest.Gone(pid) }
+
 // serverCmd is the argv that starts test server mode.
 func serverCmd(t testing.TB, mode string) ([]string, []string) {
 	exe, err := os.Executable()
