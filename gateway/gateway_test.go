@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpguard/mcpguard/gateway"
+	"github.com/mcpguard/mcpguard/internal/mcptest"
 )
 
 // testServerConfig is a server entry that runs the test binary as MCP
@@ -41,6 +42,12 @@ func startGateway(t testing.TB, cfg *gateway.Config) (*gateway.Gateway, *httptes
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, gateway.Options{Stderr: io.Discard, Grace: 500 * time.Millisecond})
 	require.NoError(t, err)
+	return g, serveGateway(t, g)
+}
+
+// serveGateway serves g on a loopback test server; both close at cleanup.
+func serveGateway(t testing.TB, g *gateway.Gateway) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -48,7 +55,7 @@ func startGateway(t testing.TB, cfg *gateway.Config) (*gateway.Gateway, *httptes
 		assert.NoError(t, g.Close(ctx))
 		srv.Close()
 	})
-	return g, srv
+	return srv
 }
 
 func twoServers(t testing.TB) *gateway.Config {
@@ -89,8 +96,6 @@ func callReq(tool string, args map[string]any) mcp.CallToolRequest {
 	return req
 }
 
-func newServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
-
 func callText(t testing.TB, c *client.Client, tool string, args map[string]any) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -106,6 +111,20 @@ func callText(t testing.TB, c *client.Client, tool string, args map[string]any) 
 	return tc.Text
 }
 
+// toolNames lists the names of the tools c's server offers.
+func toolNames(t testing.TB, c *client.Client) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
 func TestDirectEndpointWithMCPGo(t *testing.T) {
 	g, srv := startGateway(t, twoServers(t))
 	c := connect(t, srv.URL+"/servers/beta/mcp", nil)
@@ -116,14 +135,7 @@ func TestDirectEndpointWithMCPGo(t *testing.T) {
 		notes = append(notes, n.Method)
 		mu.Unlock()
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
-	require.NoError(t, err)
-	var names []string
-	for _, tl := range tools.Tools {
-		names = append(names, tl.Name)
-	}
+	names := toolNames(t, c)
 	assert.Contains(t, names, "echo")
 	assert.NotContains(t, names, "beta__echo", "the direct endpoint does not rename")
 
@@ -156,7 +168,7 @@ func assertGone(t *testing.T, pid string) {
 	n, err := strconv.Atoi(strings.TrimSpace(pid))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		return processGone(n)
+		return mcptest.Gone(n)
 	}, 10*time.Second, 20*time.Millisecond, "server process %d still running", n)
 }
 
@@ -166,12 +178,7 @@ func TestAggregateEndpointWithMCPGo(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
-	require.NoError(t, err)
-	var names []string
-	for _, tl := range tools.Tools {
-		names = append(names, tl.Name)
-	}
+	names := toolNames(t, c)
 	assert.Contains(t, names, "alpha__echo")
 	assert.Contains(t, names, "beta__echo")
 	assert.Contains(t, names, "beta__read_file")
@@ -183,7 +190,7 @@ func TestAggregateEndpointWithMCPGo(t *testing.T) {
 
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "gamma__echo"
-	_, err = c.CallTool(ctx, req)
+	_, err := c.CallTool(ctx, req)
 	require.Error(t, err, "a tool of no server")
 	assert.EqualValues(t, 2, g.Started(), "one process per server per aggregate session")
 }

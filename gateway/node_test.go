@@ -53,6 +53,21 @@ func requirePackage(t *testing.T, pkg string) string {
 	return dir
 }
 
+// packageBin is the script that npm package pkg installs as command name
+// (its package.json "bin"); it skips t when the package is missing.
+func packageBin(t *testing.T, pkg, name string) string {
+	t.Helper()
+	dir := requirePackage(t, pkg)
+	var meta struct {
+		Bin map[string]string `json:"bin"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &meta))
+	require.NotEmpty(t, meta.Bin[name], "%s has no command %s", pkg, name)
+	return filepath.Join(dir, meta.Bin[name])
+}
+
 // everythingGateway serves server-everything (stdio mode) as server
 // "everything" under C0.
 func everythingGateway(t *testing.T) string {
@@ -129,17 +144,11 @@ func TestTypeScriptSDKClient(t *testing.T) {
 func conformance(t *testing.T, url string) map[string]string {
 	t.Helper()
 	node := nodeBin(t)
-	dir := requirePackage(t, "@modelcontextprotocol/conformance")
-	var pkg struct {
-		Bin map[string]string `json:"bin"`
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "package.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &pkg))
+	bin := packageBin(t, "@modelcontextprotocol/conformance", "conformance")
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, pkg.Bin["conformance"]), "server", "--url", url, "-o", out)
+	cmd := exec.CommandContext(ctx, node, bin, "server", "--url", url, "-o", out)
 	cmd.Dir = nodeDir
 	log, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -233,16 +242,10 @@ func TestConformanceSameAsServerOwnHTTP(t *testing.T) {
 func inspector(t *testing.T, url string, args ...string) string {
 	t.Helper()
 	node := nodeBin(t)
-	dir := requirePackage(t, "@modelcontextprotocol/inspector")
-	var pkg struct {
-		Bin map[string]string `json:"bin"`
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "package.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &pkg))
+	bin := packageBin(t, "@modelcontextprotocol/inspector", "mcp-inspector")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(dir, pkg.Bin["mcp-inspector"]), "--cli", url, "--transport", "http"}, args...)...)
+	cmd := exec.CommandContext(ctx, node, append([]string{bin, "--cli", url, "--transport", "http"}, args...)...)
 	cmd.Dir = nodeDir
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)

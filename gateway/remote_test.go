@@ -48,7 +48,7 @@ func TestRemoteUpstreamGuardedByL1(t *testing.T) {
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, gateway.Options{Stderr: io.Discard, Grace: 500 * time.Millisecond, Bridge: bridgeArgv(t)})
 	require.NoError(t, err)
-	front := httptestServer(t, g)
+	front := serveGateway(t, g).URL
 
 	c := connect(t, front+"/servers/remote/mcp", nil)
 	defer c.Close()
@@ -76,17 +76,6 @@ func TestRemoteUpstreamRefusesL3(t *testing.T) {
 	}
 }
 
-func httptestServer(t *testing.T, g *gateway.Gateway) string {
-	srv := newServer(g.Handler())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		assert.NoError(t, g.Close(ctx))
-		srv.Close()
-	})
-	return srv.URL
-}
-
 // A loopback gateway refuses a Host that is not a loopback name, which is
 // what a DNS-rebinding page sends, and pages from other origins.
 func TestLoopbackHostAndOrigin(t *testing.T) {
@@ -96,7 +85,7 @@ func TestLoopbackHostAndOrigin(t *testing.T) {
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, gateway.Options{Stderr: io.Discard, Loopback: true})
 	require.NoError(t, err)
-	url := httptestServer(t, g) + "/servers/raw/mcp"
+	url := serveGateway(t, g).URL + "/servers/raw/mcp"
 	for _, c := range []struct {
 		host, origin string
 		status       int

@@ -6,14 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
-	"time"
-
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpguard/mcpguard/gateway"
+	"github.com/mcpguard/mcpguard/internal/mcptest"
 
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
@@ -39,73 +35,17 @@ func TestMain(m *testing.M) {
 }
 
 // testServer is an mcp-go stdio server with tools that exercise every
-// direction of the protocol. Its name is mode, so tests can tell servers
-// apart behind the aggregate endpoint.
+// direction of the protocol. Its name is mode, and echo answers after
+// "mode:", so tests can tell servers apart behind the aggregate endpoint.
 func testServer(mode string) int {
 	if mode == "raw" {
 		return rawServer()
 	}
-	s := server.NewMCPServer(mode, "1.0", server.WithToolCapabilities(true), server.WithLogging())
-	s.EnableSampling()
-	s.AddTool(mcp.NewTool("echo", mcp.WithDescription("echoes text"), mcp.WithString("text", mcp.Required())),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return mcp.NewToolResultText(mode + ":" + req.GetString("text", "")), nil
-		})
-	s.AddTool(mcp.NewTool("notify", mcp.WithDescription("sends a log notification and progress, then answers")),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			if err := s.SendNotificationToClient(ctx, "notifications/message", map[string]any{"level": "info", "data": "working"}); err != nil {
-				return nil, err
-			}
-			if tok := req.Params.Meta; tok != nil && tok.ProgressToken != nil {
-				if err := s.SendNotificationToClient(ctx, "notifications/progress", map[string]any{"progressToken": tok.ProgressToken, "progress": 1, "total": 2}); err != nil {
-					return nil, err
-				}
-			}
-			return mcp.NewToolResultText("notified"), nil
-		})
-	s.AddTool(mcp.NewTool("ask", mcp.WithDescription("asks the client's LLM (sampling)")),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			res, err := s.RequestSampling(ctx, mcp.CreateMessageRequest{CreateMessageParams: mcp.CreateMessageParams{
-				Messages:  []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent("2+2?")}},
-				MaxTokens: 5,
-			}})
-			if err != nil {
-				return nil, err
-			}
-			tc, _ := res.Content.(mcp.TextContent)
-			return mcp.NewToolResultText("llm said " + tc.Text), nil
-		})
-	s.AddTool(mcp.NewTool("sleep", mcp.WithDescription("sleeps ms milliseconds"), mcp.WithNumber("ms")),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			select {
-			case <-time.After(time.Duration(req.GetFloat("ms", 0)) * time.Millisecond):
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			return mcp.NewToolResultText("slept"), nil
-		})
-	s.AddTool(mcp.NewTool("read_file", mcp.WithDescription("reads a file"), mcp.WithString("path", mcp.Required())),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			b, err := os.ReadFile(req.GetString("path", ""))
-			if err != nil {
-				return mcp.NewToolResultError(err.Error()), nil
-			}
-			return mcp.NewToolResultText(string(b)), nil
-		})
-	s.AddTool(mcp.NewTool("pid", mcp.WithDescription("the server's pid")),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return mcp.NewToolResultText(fmt.Sprint(os.Getpid())), nil
-		})
-	s.AddTool(mcp.NewTool("crash", mcp.WithDescription("exits mid-call")),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			os.Exit(1)
-			return nil, nil
-		})
-	if err := server.ServeStdio(s); err != nil && !strings.Contains(err.Error(), "context canceled") {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
+	return mcptest.Serve(mcptest.Config{
+		Name:       mode,
+		Tools:      []string{mcptest.Echo, mcptest.Notify, mcptest.Ask, mcptest.Sleep, mcptest.ReadFile, mcptest.PID, mcptest.Crash},
+		EchoPrefix: mode + ":",
+	})
 }
 
 // rawServer answers line by line on one goroutine, so the order in which

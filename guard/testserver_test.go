@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/internal/mcptest"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -35,6 +36,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// processGone reports whether no process pid exists any more.
+func processGone(pid int) bool { return mcptest.Gone(pid) }
 
 // serverCmd is the argv that starts test server mode.
 func serverCmd(t testing.TB, mode string) ([]string, []string) {
@@ -61,82 +65,11 @@ func runTestServer(mode string) int {
 // mcpServer is a full mcp-go server: tools, resources, prompts,
 // notifications and server-to-client requests.
 func mcpServer() int {
-	s := server.NewMCPServer("guard-test", "1.0",
-		server.WithToolCapabilities(true),
-		server.WithResourceCapabilities(true, true),
-		server.WithPromptCapabilities(true),
-		server.WithLogging(),
-	)
-	s.EnableSampling()
-	s.AddTool(mcp.NewTool("echo", mcp.WithDescription("echoes text"), mcp.WithString("text", mcp.Required())),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return mcp.NewToolResultText(req.GetString("text", "")), nil
-		})
-	s.AddTool(mcp.NewTool("notify", mcp.WithDescription("sends a progress notification, then answers")),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			err := s.SendNotificationToClient(ctx, "notifications/message", map[string]any{"level": "info", "data": "working"})
-			if err != nil {
-				return nil, err
-			}
-			return mcp.NewToolResultText("notified"), nil
-		})
-	s.AddTool(mcp.NewTool("ask", mcp.WithDescription("asks the client's LLM (sampling)")),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			res, err := s.RequestSampling(ctx, mcp.CreateMessageRequest{CreateMessageParams: mcp.CreateMessageParams{
-				Messages:  []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent("2+2?")}},
-				MaxTokens: 5,
-			}})
-			if err != nil {
-				return nil, err
-			}
-			tc, _ := res.Content.(mcp.TextContent)
-			return mcp.NewToolResultText("llm said " + tc.Text), nil
-		})
-	s.AddTool(mcp.NewTool("roots", mcp.WithDescription("lists the client's roots")),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			res, err := s.RequestRoots(ctx, mcp.ListRootsRequest{})
-			if err != nil {
-				return nil, err
-			}
-			return mcp.NewToolResultText(res.Roots[0].URI), nil
-		})
-	s.AddTool(mcp.NewTool("sleep", mcp.WithDescription("sleeps ms milliseconds"), mcp.WithNumber("ms")),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			select {
-			case <-time.After(time.Duration(req.GetFloat("ms", 0)) * time.Millisecond):
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			return mcp.NewToolResultText(req.GetString("tag", "")), nil
-		})
-	s.AddTool(mcp.NewTool("crash", mcp.WithDescription("exits mid-call")),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			os.Exit(1)
-			return nil, nil
-		})
-	s.AddTool(mcp.NewTool("spawn", mcp.WithDescription("starts a long-lived child, returns its pid")),
-		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			c := exec.Command("sleep", "300")
-			if err := c.Start(); err != nil {
-				return nil, err
-			}
-			return mcp.NewToolResultText(fmt.Sprint(c.Process.Pid)), nil
-		})
-	s.AddResource(mcp.NewResource("test://greeting", "greeting", mcp.WithMIMEType("text/plain")),
-		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			return []mcp.ResourceContents{mcp.TextResourceContents{URI: "test://greeting", MIMEType: "text/plain", Text: "hello"}}, nil
-		})
-	s.AddPrompt(mcp.NewPrompt("greet", mcp.WithArgument("name")),
-		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			return mcp.NewGetPromptResult("greeting", []mcp.PromptMessage{
-				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("hello "+req.Params.Arguments["name"])),
-			}), nil
-		})
-	if err := server.ServeStdio(s); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
+	return mcptest.Serve(mcptest.Config{
+		Name:   "guard-test",
+		Tools:  []string{mcptest.Echo, mcptest.Notify, mcptest.Ask, mcptest.Roots, mcptest.Sleep, mcptest.Crash, mcptest.Spawn},
+		Extras: true,
+	})
 }
 
 // rugPullServer changes its read_file tool when update is called; mcp-go

@@ -21,18 +21,23 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpguard/mcpguard/internal/corpus/tools"
 )
 
 // ErrOutsideRoots is returned for a path that does not resolve inside one of
 // the server's roots.
-var ErrOutsideRoots = errors.New("path outside allowed directories")
+var ErrOutsideRoots = tools.ErrOutsideRoots
 
 // maxSearchResults bounds search_files so one call cannot walk forever.
 const maxSearchResults = 1000
 
 // FS resolves paths against its roots. Roots are absolute and symlink-free.
+// The confinement is the benchmark filesystem server's strict one
+// (internal/corpus/tools), so the two servers cannot drift apart on it.
 type FS struct {
-	roots []string
+	roots  []string
+	strict *tools.FS
 }
 
 // NewFS checks each root is an existing directory and canonicalises it.
@@ -59,48 +64,22 @@ func NewFS(roots ...string) (*FS, error) {
 		}
 		fs.roots = append(fs.roots, real)
 	}
+	strict, err := tools.NewFS(fs.roots)
+	if err != nil {
+		return nil, err
+	}
+	fs.strict = strict
 	return fs, nil
 }
 
 // Roots returns the canonical roots.
 func (f *FS) Roots() []string { return append([]string(nil), f.roots...) }
 
-func (f *FS) inside(p string) bool {
-	for _, r := range f.roots {
-		if p == r || strings.HasPrefix(p, r+string(filepath.Separator)) {
-			return true
-		}
-	}
-	return false
-}
-
 // Resolve maps a client path to a real path inside the roots. Relative paths
 // are taken relative to the first root. Symlinks are followed before the
 // check, so a link pointing out of the roots is refused. For a path that does
-// not exist yet (write_file), its parent directory must resolve inside.
-func (f *FS) Resolve(p string) (string, error) {
-	if p == "" {
-		return "", errors.New("empty path")
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(f.roots[0], p)
-	}
-	p = filepath.Clean(p)
-	real, err := filepath.EvalSymlinks(p)
-	if errors.Is(err, os.ErrNotExist) {
-		parent, perr := filepath.EvalSymlinks(filepath.Dir(p))
-		if perr != nil {
-			return "", fmt.Errorf("resolve %s: %w", p, perr)
-		}
-		real = filepath.Join(parent, filepath.Base(p))
-	} else if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", p, err)
-	}
-	if !f.inside(real) {
-		return "", fmt.Errorf("%w: %s", ErrOutsideRoots, p)
-	}
-	return real, nil
-}
+// not exist yet (write_file), the part of it that exists must resolve inside.
+func (f *FS) Resolve(p string) (string, error) { return f.strict.Resolve(p) }
 
 // New returns an MCP server exposing fs.
 func New(fs *FS) *server.MCPServer {
@@ -129,14 +108,23 @@ func New(fs *FS) *server.MCPServer {
 	return s
 }
 
-func (f *FS) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// pathArg returns the call's path argument and where it resolves to, or a
+// tool error to answer when it is missing or outside the roots.
+func (f *FS) pathArg(req mcp.CallToolRequest) (p, real string, fail *mcp.CallToolResult) {
 	p, err := req.RequireString("path")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
+	if err == nil {
+		real, err = f.Resolve(p)
 	}
-	real, err := f.Resolve(p)
 	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
+		return "", "", mcp.NewToolResultError(err.Error())
+	}
+	return p, real, nil
+}
+
+func (f *FS) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, real, fail := f.pathArg(req)
+	if fail != nil {
+		return fail, nil
 	}
 	data, err := os.ReadFile(real)
 	if err != nil {
@@ -146,15 +134,11 @@ func (f *FS) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 }
 
 func (f *FS) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, err := req.RequireString("path")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
+	p, real, fail := f.pathArg(req)
+	if fail != nil {
+		return fail, nil
 	}
 	content, err := req.RequireString("content")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
-	}
-	real, err := f.Resolve(p)
 	if err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
@@ -165,13 +149,9 @@ func (f *FS) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 }
 
 func (f *FS) listDirectory(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, err := req.RequireString("path")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
-	}
-	real, err := f.Resolve(p)
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
+	p, real, fail := f.pathArg(req)
+	if fail != nil {
+		return fail, nil
 	}
 	entries, err := os.ReadDir(real)
 	if err != nil {
@@ -189,15 +169,11 @@ func (f *FS) listDirectory(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 }
 
 func (f *FS) searchFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, err := req.RequireString("path")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
+	p, real, fail := f.pathArg(req)
+	if fail != nil {
+		return fail, nil
 	}
 	pattern, err := req.RequireString("pattern")
-	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
-	}
-	real, err := f.Resolve(p)
 	if err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,8 +60,7 @@ func TestRunListen(t *testing.T) {
 	addr := freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var buf bytes.Buffer
-	stderr := &syncWriter{w: &buf}
+	stderr := &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, stdio{strings.NewReader(""), &bytes.Buffer{}, stderr},
@@ -97,22 +94,8 @@ func TestRunListen(t *testing.T) {
 	cancel() // SIGTERM: end the sessions, stop the server, return
 	select {
 	case code := <-done:
-		stderr.mu.Lock()
-		defer stderr.mu.Unlock()
-		assert.Equal(t, 0, code, buf.String())
+		assert.Equal(t, 0, code, stderr.String())
 	case <-time.After(30 * time.Second):
 		t.Fatal("run --listen did not stop")
 	}
-}
-
-// syncWriter serialises writes from the gateway's goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

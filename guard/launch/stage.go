@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/launch/seccomp"
+	"github.com/mcpguard/mcpguard/internal/pid1"
 )
 
 // landlockFD is where stage 1 hands the built ruleset to stage 2
@@ -61,7 +62,8 @@ func stage1(args []string) error {
 		return err
 	}
 	if spec.NoNetwork {
-		if err := loopbackUp(); err != nil {
+		// A server may still talk to itself (a local worker), never out.
+		if err := pid1.LoopbackUp(); err != nil {
 			return err
 		}
 	}
@@ -122,33 +124,14 @@ func stage1(args []string) error {
 			unix.Kill(child, s.(syscall.Signal))
 		}
 	}()
-	os.Exit(reap(child))
-	return nil
-}
-
-// reap waits for every child (orphans are re-parented to pid 1, this
-// process) until the server itself exits, and returns its status the way
-// a shell reports it.
-func reap(server int) int {
-	for {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return ExitCode
-		}
-		if pid != server {
-			continue
-		}
-		switch {
-		case ws.Exited():
-			return ws.ExitStatus()
-		case ws.Signaled():
-			return 128 + int(ws.Signal())
-		}
+	// Orphans are re-parented to this process (pid 1): reap them all
+	// until the server exits, and exit with its status as a shell says it.
+	status, err := pid1.Reap(child)
+	if err != nil {
+		status = ExitCode
 	}
+	os.Exit(status)
+	return nil
 }
 
 // setupMounts gives the namespace private propagation (nothing done here
@@ -196,28 +179,6 @@ func bindReadOnly(src, dst string) error {
 	const ro = unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV
 	if err := unix.Mount("", dst, "", ro, ""); err != nil {
 		return fmt.Errorf("read-only: %w", err)
-	}
-	return nil
-}
-
-// loopbackUp brings lo up in the new network namespace: a server may still
-// talk to itself (a local worker), never out.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("loopback: %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return fmt.Errorf("loopback: %w", err)
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("loopback flags: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("loopback up: %w", err)
 	}
 	return nil
 }

@@ -32,15 +32,6 @@ func phaseLabel(unit string) string {
 	return strings.TrimSuffix(unit, "-ns")
 }
 
-// phaseColors give each phase one colour in every figure.
-var phaseColors = map[string]color.Color{
-	"planning-ns": palette[0], "tool-ns": palette[2], "ttft-ns": palette[1], "decode-ns": palette[4],
-	"tpot-ns": palette[5], "other-ns": palette[7], "e2e-ns": color.Black, "firewall": palette[3],
-}
-
-// sizeColors and sizeMarkers tell tool-output sizes apart.
-var sizeColors = []color.Color{palette[0], palette[1], palette[3], palette[2]}
-
 // DashCell is one metric at one tool-output size in both environments.
 type DashCell struct {
 	Size, Unit string
@@ -118,18 +109,12 @@ func DashboardFigure(d Dashboard, stdLabel, cvmLabel, sample, dir string, format
 	if len(d.Sizes) == 0 {
 		return nil, fmt.Errorf("dashboard: %w", ErrNoResults)
 	}
-	title := func(s string) string {
-		if sample != "" {
-			s += " [sample data]"
-		}
-		return s
-	}
 	guard := ""
 	if d.Guard != "" {
 		guard = ", guard " + d.Guard
 	}
 	// (a) Shares.
-	pa := newPlot(title("(a) Share of an iteration"+guard), "", "% of iteration (medians)")
+	pa := newPlot(sampleTitle("(a) Share of an iteration"+guard, sample), "", "% of iteration (medians)")
 	var labels []string
 	for _, s := range d.Sizes {
 		labels = append(labels, s+" "+stdLabel, s+" "+cvmLabel)
@@ -157,18 +142,11 @@ func DashboardFigure(d Dashboard, stdLabel, cvmLabel, sample, dir string, format
 		if !any {
 			continue
 		}
-		bars, err := plotter.NewBarChart(vals, w)
+		bars, err := stackBar(pa, below, vals, w, phaseColors[ph])
 		if err != nil {
 			return nil, fmt.Errorf("dashboard shares: %w", err)
 		}
-		bars.Color = phaseColors[ph]
-		bars.LineStyle.Width = 0.3
-		bars.LineStyle.Color = color.White
-		if below != nil {
-			bars.StackOn(below)
-		}
 		below = bars
-		pa.Add(bars)
 		legA.Add(phaseLabel(ph), bars)
 	}
 	pa.NominalX(labels...)
@@ -179,47 +157,39 @@ func DashboardFigure(d Dashboard, stdLabel, cvmLabel, sample, dir string, format
 
 	// (b) Medians, log axis.
 	pb := newPlot("(b) Median per phase", "", "ms (log)")
-	pb.Y.Scale = plot.LogScale{}
-	pb.Y.Tick.Marker = logMsTicks{}
 	phases := []string{"planning-ns", "tool-ns", "ttft-ns", "decode-ns", "tpot-ns"}
 	var phLabels []string
 	for _, ph := range phases {
 		phLabels = append(phLabels, phaseLabel(ph))
 	}
 	legB := newLegend()
-	lo, hi := math.Inf(1), math.Inf(-1)
+	var all []msPoints
 	span := 0.7
 	n := float64(2 * len(d.Sizes))
 	for i, s := range d.Sizes {
 		for e := 0; e < 2; e++ {
-			var xs, ys, l, h []float64
+			var m msPoints
 			for pi, ph := range phases {
 				c, ok := d.Cell(s, ph)
 				if !ok || pick(c, e).Center <= 0 {
 					continue
 				}
-				sm := pick(c, e)
-				xs = append(xs, float64(pi)-span/2+span*(float64(2*i+e)+0.5)/n)
-				ys = append(ys, sm.Center/1e6)
-				l, h = append(l, max(sm.Lo, sm.Center/100)/1e6), append(h, sm.Hi/1e6)
-				lo, hi = min(lo, sm.Center/1e6), max(hi, sm.Hi/1e6)
+				m.add(float64(pi)-span/2+span*(float64(2*i+e)+0.5)/n, pick(c, e))
 			}
-			if len(xs) == 0 {
+			if len(m.xs) == 0 {
 				continue
 			}
-			ps, th, err := points(xs, ys, l, h, sizeColors[i%len(sizeColors)], draw.RingGlyph{}, e == 1)
+			th, err := m.draw(pb, sizeColors[i%len(sizeColors)], draw.RingGlyph{}, e == 1)
 			if err != nil {
 				return nil, fmt.Errorf("dashboard medians: %w", err)
 			}
-			pb.Add(ps...)
+			all = append(all, m)
 			legB.Add(fmt.Sprintf("%s %s", s, envName(e, stdLabel, cvmLabel)), th)
 		}
 	}
 	pb.NominalX(phLabels...)
 	pb.X.Min, pb.X.Max = -0.5, float64(len(phases))-0.5
-	if lo < hi {
-		pb.Y.Min, pb.Y.Max = lo/2, hi*2
-	}
+	logMsAxis(pb, all)
 
 	// (c) Overhead, log-ratio axis.
 	pc := newPlot("(c) Overhead "+cvmLabel+" vs "+stdLabel, "", "change of median")

@@ -163,6 +163,92 @@ func trimFloat(v float64) string {
 	return fmt.Sprintf("%g", v)
 }
 
+// palette is the colour of each series, in order (matplotlib's tab10).
+var palette = []color.Color{
+	color.RGBA{0x1f, 0x77, 0xb4, 0xff},
+	color.RGBA{0xff, 0x7f, 0x0e, 0xff},
+	color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	color.RGBA{0xd6, 0x27, 0x28, 0xff},
+	color.RGBA{0x94, 0x67, 0xbd, 0xff},
+	color.RGBA{0x8c, 0x56, 0x4b, 0xff},
+	color.RGBA{0xe3, 0x77, 0xc2, 0xff},
+	color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
+}
+
+// phaseColors give each phase one colour in every figure.
+var phaseColors = map[string]color.Color{
+	"planning-ns": palette[0], "tool-ns": palette[2], "ttft-ns": palette[1], "decode-ns": palette[4],
+	"tpot-ns": palette[5], "other-ns": palette[7], "e2e-ns": color.Black, "firewall": palette[3],
+}
+
+// sizeColors tell tool-output sizes apart.
+var sizeColors = []color.Color{palette[0], palette[1], palette[3], palette[2]}
+
+func sampleTitle(title, sample string) string {
+	if sample != "" {
+		return title + " [sample data]"
+	}
+	return title
+}
+
+// slotWidth is the width of one of n equal slots along the x axis of a
+// plot drawn beside a legend column (withLegend).
+func slotWidth(n int) vg.Length {
+	return (colW*0.68 - 0.5*vg.Inch) / vg.Length(max(n, 1))
+}
+
+// stackBar adds to p a bar chart of vals in colour c on top of below (nil
+// for the lowest part) and returns it, for the next part to stack on. The
+// parts are outlined in white so that neighbours of one colour stay apart.
+func stackBar(p *plot.Plot, below *plotter.BarChart, vals plotter.Values, w vg.Length, c color.Color) (*plotter.BarChart, error) {
+	bars, err := plotter.NewBarChart(vals, w)
+	if err != nil {
+		return nil, err
+	}
+	bars.Color = c
+	bars.LineStyle.Width = 0.3
+	bars.LineStyle.Color = color.White
+	if below != nil {
+		bars.StackOn(below)
+	}
+	p.Add(bars)
+	return bars, nil
+}
+
+type errBars struct {
+	xys  plotter.XYs
+	errs plotter.Errors
+}
+
+func (e errBars) Len() int                        { return len(e.xys) }
+func (e errBars) XY(i int) (float64, float64)     { return e.xys[i].X, e.xys[i].Y }
+func (e errBars) YError(i int) (float64, float64) { return e.errs[i].Low, e.errs[i].High }
+
+// whiskers returns the intervals lo..hi around the values ys at xs in
+// colour c, leaving out the empty ones (a point, not an interval); nil
+// when none is left.
+func whiskers(xs, ys, lo, hi []float64, c color.Color) (*plotter.YErrorBars, error) {
+	var eb errBars
+	for i := range xs {
+		if lo[i] == hi[i] {
+			continue
+		}
+		eb.xys = append(eb.xys, plotter.XY{X: xs[i], Y: ys[i]})
+		eb.errs = append(eb.errs, struct{ Low, High float64 }{ys[i] - lo[i], hi[i] - ys[i]})
+	}
+	if len(eb.xys) == 0 {
+		return nil, nil
+	}
+	yb, err := plotter.NewYErrorBars(eb)
+	if err != nil {
+		return nil, err
+	}
+	yb.Color = c
+	yb.LineStyle.Width = 0.6
+	yb.CapWidth = 3
+	return yb, nil
+}
+
 // points is a scatter of values with optional vertical intervals.
 func points(xs, ys, lo, hi []float64, c color.Color, shape draw.GlyphDrawer, filled bool) ([]plot.Plotter, plot.Thumbnailer, error) {
 	xy := make(plotter.XYs, len(xs))
@@ -188,24 +274,52 @@ func points(xs, ys, lo, hi []float64, c color.Color, shape draw.GlyphDrawer, fil
 	}
 	out := []plot.Plotter{sc}
 	if lo != nil {
-		var eb errBars
-		for i := range xs {
-			if lo[i] == hi[i] {
-				continue
-			}
-			eb.xys = append(eb.xys, xy[i])
-			eb.errs = append(eb.errs, struct{ Low, High float64 }{ys[i] - lo[i], hi[i] - ys[i]})
+		yb, err := whiskers(xs, ys, lo, hi, c)
+		if err != nil {
+			return nil, nil, err
 		}
-		if len(eb.xys) > 0 {
-			yb, err := plotter.NewYErrorBars(eb)
-			if err != nil {
-				return nil, nil, err
-			}
-			yb.Color = c
-			yb.LineStyle.Width = 0.6
-			yb.CapWidth = 3
+		if yb != nil {
 			out = append(out, yb)
 		}
 	}
 	return out, sc, nil
+}
+
+// msPoints are medians in milliseconds with their intervals, for a log
+// axis (logMsAxis).
+type msPoints struct{ xs, ys, lo, hi []float64 }
+
+// add puts the median of s at x. The interval's low end is kept above a
+// hundredth of the median: a log axis has no room for 0.
+func (m *msPoints) add(x float64, s Summary) {
+	m.xs = append(m.xs, x)
+	m.ys = append(m.ys, s.Center/1e6)
+	m.lo = append(m.lo, max(s.Lo, s.Center/100)/1e6)
+	m.hi = append(m.hi, s.Hi/1e6)
+}
+
+// draw adds the points to p (see points) and returns their legend entry.
+func (m *msPoints) draw(p *plot.Plot, c color.Color, shape draw.GlyphDrawer, filled bool) (plot.Thumbnailer, error) {
+	ps, th, err := points(m.xs, m.ys, m.lo, m.hi, c, shape, filled)
+	if err != nil {
+		return nil, err
+	}
+	p.Add(ps...)
+	return th, nil
+}
+
+// logMsAxis puts p's y axis on a log scale in ms that spans the medians
+// and interval tops of all, with a factor of two to spare either side.
+func logMsAxis(p *plot.Plot, all []msPoints) {
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = logMsTicks{}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, m := range all {
+		for i := range m.ys {
+			lo, hi = min(lo, m.ys[i]), max(hi, m.hi[i])
+		}
+	}
+	if lo < hi {
+		p.Y.Min, p.Y.Max = lo/2, hi*2
+	}
 }

@@ -29,17 +29,6 @@ type series struct {
 	vals, lo, hi []float64
 }
 
-var palette = []color.Color{
-	color.RGBA{0x1f, 0x77, 0xb4, 0xff},
-	color.RGBA{0xff, 0x7f, 0x0e, 0xff},
-	color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
-	color.RGBA{0xd6, 0x27, 0x28, 0xff},
-	color.RGBA{0x94, 0x67, 0xbd, 0xff},
-	color.RGBA{0x8c, 0x56, 0x4b, 0xff},
-	color.RGBA{0xe3, 0x77, 0xc2, 0xff},
-	color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
-}
-
 // groupedBars draws one group of bars per group name, one bar per series,
 // with interval whiskers where the series has them, and returns the plot
 // and its legend (drawn beside the plot by withLegend, never over bars).
@@ -53,8 +42,7 @@ func groupedBars(title, ylabel string, groups []string, ss []series) (*plot.Plot
 	k := float64(len(ss))
 	// Bars fill 80% of each group's slot; widths are in canvas units, so
 	// they are derived from the plot's width and the group count.
-	slot := (colW*0.68 - 0.5*vg.Inch) / vg.Length(max(len(groups), 1))
-	w := slot * 0.8 / vg.Length(k)
+	w := slotWidth(len(groups)) * 0.8 / vg.Length(k)
 	top := 0.0
 	for j, s := range ss {
 		bars, err := plotter.NewBarChart(plotter.Values(s.vals), w)
@@ -73,20 +61,18 @@ func groupedBars(title, ylabel string, groups []string, ss []series) (*plot.Plot
 				top = max(top, s.hi[i])
 			}
 		}
-		if s.lo != nil && !slices.Equal(s.lo, s.hi) {
-			eb := errBars{}
-			for i, v := range s.vals {
-				eb.xys = append(eb.xys, plotter.XY{X: float64(i) + shift, Y: v})
-				eb.errs = append(eb.errs, struct{ Low, High float64 }{v - s.lo[i], s.hi[i] - v})
+		if s.lo != nil {
+			xs := make([]float64, len(s.vals))
+			for i := range xs {
+				xs[i] = float64(i) + shift
 			}
-			yb, err := plotter.NewYErrorBars(eb)
+			yb, err := whiskers(xs, s.vals, s.lo, s.hi, color.Black)
 			if err != nil {
 				return nil, leg, fmt.Errorf("error bars %s: %w", s.name, err)
 			}
-			yb.Color = color.Black
-			yb.LineStyle.Width = 0.6
-			yb.CapWidth = 3
-			p.Add(yb)
+			if yb != nil {
+				p.Add(yb)
+			}
 		}
 	}
 	p.NominalX(groups...)
@@ -99,22 +85,6 @@ func groupedBars(title, ylabel string, groups []string, ss []series) (*plot.Plot
 	}
 	return p, leg, nil
 }
-
-func sampleTitle(title, sample string) string {
-	if sample != "" {
-		return title + " [sample data]"
-	}
-	return title
-}
-
-type errBars struct {
-	xys  plotter.XYs
-	errs plotter.Errors
-}
-
-func (e errBars) Len() int                        { return len(e.xys) }
-func (e errBars) XY(i int) (float64, float64)     { return e.xys[i].X, e.xys[i].Y }
-func (e errBars) YError(i int) (float64, float64) { return e.errs[i].Low, e.errs[i].High }
 
 // AgentPhases are the BenchmarkAgent metrics of the CVM dashboard, in
 // pipeline order.
@@ -251,7 +221,7 @@ func FirewallFigures(rows []FirewallRow, sample, dir string, formats []string) (
 		}
 		p := newPlot(title, "", "median ms, stacked")
 		var below *plotter.BarChart
-		w := (colW*0.68 - 0.5*vg.Inch) / vg.Length(len(fws)) * 0.7
+		w := slotWidth(len(fws)) * 0.7
 		for _, part := range parts {
 			vals := make(plotter.Values, len(fws))
 			any := false
@@ -270,18 +240,11 @@ func FirewallFigures(rows []FirewallRow, sample, dir string, formats []string) (
 			if !any {
 				continue
 			}
-			bars, err := plotter.NewBarChart(vals, w)
+			bars, err := stackBar(p, below, vals, w, phaseColors[part])
 			if err != nil {
 				return nil, fmt.Errorf("firewall bars: %w", err)
 			}
-			bars.Color = phaseColors[part]
-			bars.LineStyle.Width = 0.3
-			bars.LineStyle.Color = color.White
-			if below != nil {
-				bars.StackOn(below)
-			}
 			below = bars
-			p.Add(bars)
 			if si == 0 {
 				name := phaseLabel(part)
 				if part == "firewall" {
@@ -326,10 +289,8 @@ func FirewallFigures(rows []FirewallRow, sample, dir string, formats []string) (
 		return files, nil
 	}
 	p := newPlot(sampleTitle("Time per scanner per iteration, all on", sample), "", "")
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = logMsTicks{}
 	leg4 := newLegend()
-	lo, hi := math.Inf(1), math.Inf(-1)
+	var all []msPoints
 	withCI := false
 	for i, size := range sizes {
 		var best FirewallRow
@@ -338,27 +299,24 @@ func FirewallFigures(rows []FirewallRow, sample, dir string, formats []string) (
 				best = r
 			}
 		}
-		var xs, ys, l, h []float64
+		var m msPoints
 		for j, sc := range scanners {
 			v, ok := best.Scanners[sc]
 			if !ok || v.Center <= 0 {
 				continue
 			}
-			xs = append(xs, float64(j)-0.3+0.6*(float64(i)+0.5)/float64(len(sizes)))
-			ys = append(ys, v.Center/1e6)
-			l, h = append(l, max(v.Lo, v.Center/100)/1e6), append(h, v.Hi/1e6)
+			m.add(float64(j)-0.3+0.6*(float64(i)+0.5)/float64(len(sizes)), v)
 			withCI = withCI || v.HasCI
-			lo, hi = min(lo, v.Center/1e6), max(hi, v.Hi/1e6)
 		}
-		if len(xs) == 0 {
+		if len(m.xs) == 0 {
 			continue
 		}
-		ps, th, err := points(xs, ys, l, h, sizeColors[i%len(sizeColors)], draw.CircleGlyph{}, true)
+		th, err := m.draw(p, sizeColors[i%len(sizeColors)], draw.CircleGlyph{}, true)
 		if err != nil {
 			return nil, fmt.Errorf("scanner points: %w", err)
 		}
-		p.Add(ps...)
 		leg4.Add("output "+size, th)
+		all = append(all, m)
 	}
 	p.Y.Label.Text = "median ms (log; whiskers: 95% CI)"
 	if !withCI {
@@ -370,9 +328,7 @@ func FirewallFigures(rows []FirewallRow, sample, dir string, formats []string) (
 	}
 	p.NominalX(labels...)
 	p.X.Min, p.X.Max = -0.5, float64(len(scanners))-0.5
-	if lo < hi {
-		p.Y.Min, p.Y.Max = lo/2, hi*2
-	}
+	logMsAxis(p, all)
 	more, err := withLegend(p, leg4, dir, "firewall-scanners", formats, 2.4*vg.Inch, 0.3)
 	return append(files, more...), err
 }

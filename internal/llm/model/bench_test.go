@@ -109,15 +109,7 @@ func BenchmarkPrefill(b *testing.B) {
 		}
 		for _, n := range lengths {
 			b.Run(fmt.Sprintf("shape=%s/tokens=%d", shape, n), func(b *testing.B) {
-				pool := NewPool(0)
-				defer pool.Close()
-				sh, _ := LookupDecoder(shape)
-				d, err := NewDecoder(sh, 1, pool)
-				if err != nil {
-					b.Fatal(err)
-				}
-				d.Load()
-				ids := benchIDs(n, sh.Vocab)
+				d, ids := benchDecoder(b, shape, n)
 				var flops int64
 				pw, pc := peak()
 				b.ResetTimer()
@@ -133,8 +125,7 @@ func BenchmarkPrefill(b *testing.B) {
 					flops += s.Stats().FLOPs
 				}
 				cpu := cpuTime() - c0
-				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/float64(n)*1e9, "ns/token")
-				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/token")
+				reportPerToken(b, n, cpu)
 				reportRate(b, flops, cpu, pw, pc)
 			})
 		}
@@ -163,15 +154,7 @@ func BenchmarkDecode(b *testing.B) {
 
 func benchDecode(b *testing.B, shape string, ctxLen, n int) {
 	b.Run(fmt.Sprintf("shape=%s/ctx=%d/tokens=%d", shape, ctxLen, n), func(b *testing.B) {
-		pool := NewPool(0)
-		defer pool.Close()
-		sh, _ := LookupDecoder(shape)
-		d, err := NewDecoder(sh, 1, pool)
-		if err != nil {
-			b.Fatal(err)
-		}
-		d.Load()
-		ids := benchIDs(ctxLen, sh.Vocab)
+		d, ids := benchDecoder(b, shape, ctxLen)
 		var flops int64
 		var cpu time.Duration
 		pw, pc := peak()
@@ -199,10 +182,34 @@ func benchDecode(b *testing.B, shape string, ctxLen, n int) {
 			flops += s.Stats().FLOPs - f0
 			b.StartTimer()
 		}
-		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/float64(n)*1e9, "ns/token")
-		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/token")
+		reportPerToken(b, n, cpu)
 		reportRate(b, flops, cpu, pw, pc)
 	})
+}
+
+// benchDecoder loads decoder shape on a pool of its own, closed when b
+// ends, and returns it with n token ids to feed it.
+func benchDecoder(b *testing.B, shape string, n int) (*Decoder, []int32) {
+	b.Helper()
+	pool := NewPool(0)
+	b.Cleanup(pool.Close)
+	sh, err := LookupDecoder(shape)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := NewDecoder(sh, 1, pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d.Load()
+	return d, benchIDs(n, sh.Vocab)
+}
+
+// reportPerToken reports the wall and CPU time per token, for n tokens an
+// iteration and cpu spent in all of them.
+func reportPerToken(b *testing.B, n int, cpu time.Duration) {
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/float64(n)*1e9, "ns/token")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/token")
 }
 
 // BenchmarkClassify times the encoder on inputs of each length.

@@ -14,8 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/mcpguard/mcpguard/internal/pid1"
 	"github.com/mcpguard/mcpguard/internal/vm/vmproto"
 )
 
@@ -100,7 +99,9 @@ func runCommand(req *vmproto.Request, report func(vmproto.Message)) (int, [2]int
 	for _, w := range writers {
 		w.Close()
 	}
-	status, err := reap(cmd.Process.Pid)
+	// exec.Cmd.Wait would race with reaping the orphans that PID 1
+	// inherits for the same child.
+	status, err := pid1.Reap(cmd.Process.Pid)
 	if err != nil {
 		return 0, counts, err
 	}
@@ -122,24 +123,6 @@ func runCommand(req *vmproto.Request, report func(vmproto.Message)) (int, [2]int
 		counts[i] = n[i].Load()
 	}
 	return status, counts, nil
-}
-
-// reap waits for pid, reaping every orphan that PID 1 inherits on the way.
-// (exec.Cmd.Wait would race with reaping orphans for the same child.)
-func reap(pid int) (int, error) {
-	for {
-		var ws unix.WaitStatus
-		got, err := unix.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("wait: %w", err)
-		}
-		if got == pid && (ws.Exited() || ws.Signaled()) {
-			return vmproto.ExitStatus(syscall.WaitStatus(ws)), nil
-		}
-	}
 }
 
 type countingWriter struct {

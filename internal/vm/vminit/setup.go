@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcpguard/mcpguard/internal/pid1"
 	"github.com/mcpguard/mcpguard/internal/vm/vmproto"
 )
 
@@ -166,10 +167,8 @@ func setupRoot(req *vmproto.Request) error {
 		return fmt.Errorf("chdir /: %w", err)
 	}
 	_ = unix.Sethostname([]byte("mcpguard-vm"))
-	if err := loopbackUp(); err != nil {
-		return err
-	}
-	return nil
+	// The corpus talks to 127.0.0.1 and 127.0.0.2.
+	return pid1.LoopbackUp()
 }
 
 // overlay makes dir writable: its host content below, a tmpfs above.
@@ -188,27 +187,6 @@ func overlay(dir, scratchDir string) error {
 	}
 	return mount("overlay", dir, "overlay", 0,
 		fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", dir, upper, work))
-}
-
-// loopbackUp brings up lo: the corpus talks to 127.0.0.1 and 127.0.0.2.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("loopback: %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return fmt.Errorf("loopback: %w", err)
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("loopback flags: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("loopback up: %w", err)
-	}
-	return nil
 }
 
 func uptime() float64 {

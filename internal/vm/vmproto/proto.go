@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"syscall"
+
+	"github.com/mcpguard/mcpguard/internal/pid1"
 )
 
 // Names of the virtio-serial ports.
@@ -88,23 +90,11 @@ type Message struct {
 	Error  string  `json:"error,omitempty"`
 }
 
-// ExitStatus turns a finished process's wait status into the number a
-// shell would report: the exit code, or 128+N for death by signal N.
-func ExitStatus(ws syscall.WaitStatus) int {
-	switch {
-	case ws.Exited():
-		return ws.ExitStatus()
-	case ws.Signaled():
-		return 128 + int(ws.Signal())
-	default:
-		return 255
-	}
-}
-
-// ProcessStatus is ExitStatus for an os.ProcessState.
+// ProcessStatus is the number a shell would report for a finished
+// process: the exit code, or 128+N for death by signal N.
 func ProcessStatus(ps *os.ProcessState) int {
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
-		return ExitStatus(ws)
+		return pid1.ExitStatus(ws)
 	}
 	return ps.ExitCode()
 }

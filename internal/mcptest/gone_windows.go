@@ -1,10 +1,10 @@
-package gateway_test
+package mcptest
 
 import "golang.org/x/sys/windows"
 
-// processGone reports whether process pid has exited (or no such process
-// exists): STILL_ACTIVE is the exit code of a running process.
-func processGone(pid int) bool {
+// Gone reports whether process pid has exited (or no such process exists):
+// tests check with it that a server, and what it started, was stopped.
+func Gone(pid int) bool {
 	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
 	if err != nil {
 		return err == windows.ERROR_INVALID_PARAMETER
@@ -14,5 +14,6 @@ func processGone(pid int) bool {
 	if err := windows.GetExitCodeProcess(h, &code); err != nil {
 		return false
 	}
-	return code != 259 // STILL_ACTIVE
+	const stillActive = 259 // the exit code of a running process
+	return code != stillActive
 }
