@@ -113,10 +113,13 @@ type Stage interface {
 // req needs no waiting (the fast path), or a function that the core runs
 // on a goroutine of its own, with send forwarding a request of the stage's
 // own to the server (its id must be one no client uses) and returning the
-// server's answer, or nil when ctx ends first. Once that function returned,
-// req goes on through the stage's Request and the rest of the chain. The
-// client's later messages are read once the first request (the stage's own
-// or the client's) is with the server, or once req was answered without it.
+// server's answer, or nil when ctx ends first (the client cancelled req).
+// Once that function returned, req goes on through the stage's Request and
+// the rest of the chain. The function runs on a goroutine of its own: the
+// client's later messages are read, judged and forwarded meanwhile, so a
+// wait holds up only the requests whose Wait asked for it. A Waiter that
+// needs a later request to wait too (its list is still under way) says so
+// from its Wait.
 type Waiter interface {
 	Wait(ctx context.Context, req *Request) func(ctx context.Context, send Handler)
 }

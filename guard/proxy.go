@@ -82,6 +82,7 @@ type session struct {
 
 	mu      sync.Mutex
 	pending map[string][]*inflight // by canonical id (jsonrpc.AppendIDKey); ids may repeat
+	waiting map[string][]*inflight // client requests in a Waiter's wait, not yet with the server
 	dead    bool                   // server gone: new requests are answered at once
 	exitErr error
 
@@ -139,6 +140,7 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		stderr:     p.Stderr,
 		toClient:   jsonrpc.NewWriter(out),
 		pending:    make(map[string][]*inflight),
+		waiting:    make(map[string][]*inflight),
 		idle:       make(chan func()),
 		quit:       make(chan struct{}),
 		clientDone: make(chan struct{}),
@@ -478,13 +480,14 @@ func (s *session) answer(req *Request, resp *Response) {
 
 // slow runs the rest of req's judging on the reading goroutine: wait (a
 // Waiter's function), the stages from `from` on, the Middleware chain,
-// and then the response phases. Once the chain sends its first request to
-// the server, the reading of the client's stream goes on on another
-// goroutine (a pooled worker), and this one waits for the answer: one
-// hand-off per request, not one to a worker and one back. A request the
-// chain answers without the server (a denial) is answered before the next
-// message is read, so the client's order is kept. It reports whether the
-// reading went on elsewhere.
+// and then the response phases. With a wait, the reading of the client's
+// stream goes on on another goroutine (a pooled worker) at once, so that
+// no later message queues behind the wait. Without one, it goes on
+// elsewhere once the chain sends its first request to the server, and
+// this goroutine waits for the answer: one hand-off per request, not one
+// to a worker and one back; a request the chain answers without the
+// server (a denial) is then answered before the next message is read. It
+// reports whether the reading went on elsewhere.
 func (s *session) slow(req *Request, orig *original, from int, wait func(context.Context, Handler)) bool {
 	// Counted under mu while the server is alive: serverGone marks it dead
 	// under mu before Serve waits, so every Add comes before that Wait and
@@ -501,6 +504,22 @@ func (s *session) slow(req *Request, orig *original, from int, wait func(context
 	defer s.wg.Done()
 	orig.handOff = func() { s.spawn(s.readClient) }
 	ctx := context.WithValue(s.ctx, originalKey{}, orig)
+	if wait != nil {
+		// A wait may block (L2 waits for its own tools/list, or for the
+		// one another call started): the client's later messages must not
+		// queue behind it. The reading goes on elsewhere at once; req is
+		// kept where a notifications/cancelled finds it meanwhile.
+		key, _ := jsonrpc.AppendIDKey(nil, req.ID)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		w := &inflight{cancel: cancel}
+		s.mu.Lock()
+		s.waiting[string(key)] = append(s.waiting[string(key)], w)
+		s.mu.Unlock()
+		defer s.dropFrom(s.waiting, string(key), w)
+		orig.dispatched()
+	}
 	ran := len(s.p.Stages)
 	resp := func() (resp *Response) {
 		defer func() {
@@ -572,6 +591,10 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 	if !ok {
 		return &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcpguard: a layer sent a request with id %s", req.ID)}}
 	}
+	if ctx.Err() != nil {
+		// Cancelled while it waited: the server never sees it.
+		return nil
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &inflight{ch: make(chan *Response, 1), cancel: cancel}
@@ -592,7 +615,7 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 	case resp := <-w.ch:
 		return resp
 	case <-wctx.Done():
-		s.dropPending(string(key), w)
+		s.dropFrom(s.pending, string(key), w)
 		return nil
 	}
 }
@@ -723,10 +746,11 @@ func (s *session) takePending(key []byte) (*inflight, bool) {
 	return w, true
 }
 
-func (s *session) dropPending(key string, w *inflight) {
+// dropFrom removes w from m (s.pending or s.waiting) under key.
+func (s *session) dropFrom(m map[string][]*inflight, key string, w *inflight) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ws := s.pending[key]
+	ws := m[key]
 	for i, x := range ws {
 		if x == w {
 			ws = append(ws[:i:i], ws[i+1:]...)
@@ -734,9 +758,9 @@ func (s *session) dropPending(key string, w *inflight) {
 		}
 	}
 	if len(ws) == 0 {
-		delete(s.pending, key)
+		delete(m, key)
 	} else {
-		s.pending[key] = ws
+		m[key] = ws
 	}
 }
 
@@ -755,8 +779,21 @@ func (s *session) cancelled(line []byte) {
 	if !ok {
 		return
 	}
-	if w, ok := s.takePending(key); ok && w.cancel != nil {
-		w.cancel()
+	if w, ok := s.takePending(key); ok {
+		if w.cancel != nil {
+			w.cancel()
+		}
+		return
+	}
+	// Not with the server yet: still in a Waiter's wait.
+	var cancel context.CancelFunc
+	s.mu.Lock()
+	if ws := s.waiting[string(key)]; len(ws) > 0 {
+		cancel = ws[0].cancel
+	}
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 }
 
