@@ -33,7 +33,7 @@ const drainTime = 250 * time.Millisecond
 const DefaultMaxMessage = 256 << 20
 
 // Proxy runs an MCP server subprocess and relays JSON-RPC between it and a
-// client, passing client requests through Layers. The zero Grace and
+// client, passing client requests through Stages. The zero Grace and
 // MaxMessage mean DefaultGrace and DefaultMaxMessage; a negative MaxMessage
 // means no limit. A Proxy serves one session.
 type Proxy struct {
@@ -47,12 +47,10 @@ type Proxy struct {
 	Server string
 	Config string
 
-	// Stages are two-phase layers (see Stage), run first, in order, on the
-	// read loops; Layers are middleware, run after them on a goroutine per
-	// request. A session with Layers pays for that goroutine; one with
-	// Stages only, or neither, runs every request on the read loops.
+	// Stages are the defence layers (see Stage), run in order on the read
+	// loops; a request that must wait (see Waiter) goes on a goroutine of
+	// its own.
 	Stages []Stage
-	Layers []Middleware
 	// ServerHooks see what the server sends on its own (see ServerHook).
 	ServerHooks []ServerHook
 	Prepare     []func(*exec.Cmd) error
@@ -73,8 +71,7 @@ type Proxy struct {
 type session struct {
 	p       *Proxy
 	ctx     context.Context // carries the notices to the layers
-	handler Handler         // the Middleware chain; nil when there is none
-	layered bool            // stages or layers: requests are judged
+	layered bool            // stages: requests are judged
 	stderr  io.Writer
 
 	toClient *jsonrpc.Writer
@@ -86,12 +83,13 @@ type session struct {
 	dead    bool                   // server gone: new requests are answered at once
 	exitErr error
 
-	wg sync.WaitGroup // requests on goroutines, until answered
+	wg sync.WaitGroup // requests that waited, until answered
 
 	notices Notices // the server's list_changed notifications, for the layers
 
-	// Requests on the slow path run on pooled workers: a fresh goroutine
-	// would grow its stack through the layers' deep calls on every request.
+	// The client's stream is read on pooled workers once a request waits
+	// (see slow): a fresh goroutine would grow its stack through the
+	// layers' deep calls every time.
 	idle       chan func()   // a worker waiting for its next request receives here
 	quit       chan struct{} // closed when Serve returns
 	clientDone chan struct{} // closed when the client's stream ends
@@ -101,9 +99,8 @@ type session struct {
 	serverKey []byte // the server loop's buffer for id keys
 
 	// The client's stream, and what reading it needs. One goroutine at a
-	// time reads it: the reader runs a request's Middleware chain itself and
-	// hands the reading to another goroutine once the request is with the
-	// server (see slow).
+	// time reads it: a reader that meets a request that must wait keeps
+	// that request and hands the reading to another goroutine (see slow).
 	cr        *jsonrpc.Reader
 	csc       jsonrpc.Scanner
 	clientKey []byte
@@ -145,15 +142,12 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		quit:       make(chan struct{}),
 		clientDone: make(chan struct{}),
 		clientLost: make(chan struct{}),
-		layered:    len(p.Stages) > 0 || len(p.Layers) > 0,
+		layered:    len(p.Stages) > 0,
 	}
 	s.ctx = WithNotices(ctx, &s.notices)
 	defer close(s.quit) // idle workers exit
 	if s.stderr == nil {
 		s.stderr = os.Stderr
-	}
-	if len(p.Layers) > 0 {
-		s.handler = Chain(s.forward, p.Layers...)
 	}
 
 	cmd := exec.Command(p.Command[0], p.Command[1:]...)
@@ -372,8 +366,8 @@ func (s *session) relayClient(line []byte) {
 // clientRequest judges a request: the stages' request phases inline, and
 // then either forwards it (the fast path: its response phases run on the
 // server's read loop) or runs the rest on the slow path (a stage that
-// waits, or Middleware layers). It reports whether the reading of the
-// client's stream went on on another goroutine meanwhile.
+// waits). It reports whether the reading of the client's stream went on
+// on another goroutine meanwhile.
 func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) bool {
 	buf := bytes.Clone(line) // the Request aliases it until it is answered
 	req := &Request{Method: env.MethodName, ID: env.ID.In(buf), Params: env.Params.In(buf),
@@ -397,9 +391,6 @@ func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) 
 			s.answer(req, s.responsePhases(req, i, resp))
 			return false
 		}
-	}
-	if s.handler != nil {
-		return s.slow(req, &orig, len(s.p.Stages), nil)
 	}
 	out := orig.line
 	if orig.rewritten(req) {
@@ -478,16 +469,14 @@ func (s *session) answer(req *Request, resp *Response) {
 	}
 }
 
-// slow runs the rest of req's judging on the reading goroutine: wait (a
-// Waiter's function), the stages from `from` on, the Middleware chain,
-// and then the response phases. With a wait, the reading of the client's
-// stream goes on on another goroutine (a pooled worker) at once, so that
-// no later message queues behind the wait. Without one, it goes on
-// elsewhere once the chain sends its first request to the server, and
-// this goroutine waits for the answer: one hand-off per request, not one
-// to a worker and one back; a request the chain answers without the
-// server (a denial) is then answered before the next message is read. It
-// reports whether the reading went on elsewhere.
+// slow runs the rest of req's judging: wait (a Waiter's function), the
+// stages from `from` on, the server, and the response phases. A wait may
+// block (L2 waits for its own tools/list, or for the one another call
+// started), so the client's later messages must not queue behind it: the
+// reading of the client's stream goes on on another goroutine (a pooled
+// worker) at once, and this one keeps req. Until req is with the server, a
+// notifications/cancelled finds it in s.waiting. It reports whether the
+// reading went on elsewhere: always, unless the server is gone.
 func (s *session) slow(req *Request, orig *original, from int, wait func(context.Context, Handler)) bool {
 	// Counted under mu while the server is alive: serverGone marks it dead
 	// under mu before Serve waits, so every Add comes before that Wait and
@@ -500,26 +489,16 @@ func (s *session) slow(req *Request, orig *original, from int, wait func(context
 		return false
 	}
 	s.wg.Add(1)
+	key, _ := jsonrpc.AppendIDKey(nil, req.ID)
+	ctx, cancel := context.WithCancel(context.WithValue(s.ctx, originalKey{}, orig))
+	w := &inflight{cancel: cancel}
+	s.waiting[string(key)] = append(s.waiting[string(key)], w)
 	s.mu.Unlock()
+	s.spawn(s.readClient)
+
 	defer s.wg.Done()
-	orig.handOff = func() { s.spawn(s.readClient) }
-	ctx := context.WithValue(s.ctx, originalKey{}, orig)
-	if wait != nil {
-		// A wait may block (L2 waits for its own tools/list, or for the
-		// one another call started): the client's later messages must not
-		// queue behind it. The reading goes on elsewhere at once; req is
-		// kept where a notifications/cancelled finds it meanwhile.
-		key, _ := jsonrpc.AppendIDKey(nil, req.ID)
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		w := &inflight{cancel: cancel}
-		s.mu.Lock()
-		s.waiting[string(key)] = append(s.waiting[string(key)], w)
-		s.mu.Unlock()
-		defer s.dropFrom(s.waiting, string(key), w)
-		orig.dispatched()
-	}
+	defer cancel()
+	defer s.dropFrom(s.waiting, string(key), w)
 	ran := len(s.p.Stages)
 	resp := func() (resp *Response) {
 		defer func() {
@@ -527,28 +506,20 @@ func (s *session) slow(req *Request, orig *original, from int, wait func(context
 				resp = panicked(s, req, r)
 			}
 		}()
-		if wait != nil {
-			wait(ctx, s.forward)
-		}
+		wait(ctx, s.forward)
 		for i := from; i < len(s.p.Stages); i++ {
 			if r := s.stageRequest(s.p.Stages[i], req); r != nil {
 				ran = i
 				return r
 			}
 		}
-		if s.handler != nil {
-			return s.handler(ctx, req)
-		}
 		return s.forward(ctx, req)
 	}()
 	if resp != nil {
 		resp = s.responsePhases(req, ran, resp)
 	}
-	// Whoever comes first decides who reads on: a forward still to come
-	// (a layer's goroutine) no longer hands off once this one stays.
-	handedOff := !orig.stay()
 	s.answer(req, resp)
-	return handedOff
+	return true
 }
 
 // spawn runs job on an idle worker, or on a new one when none is idle.
@@ -608,9 +579,6 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 		return nil // already answered with an error
 	}
 	s.sendServer(line)
-	if o != nil {
-		o.dispatched() // reading goes on elsewhere
-	}
 	select {
 	case resp := <-w.ch:
 		return resp
@@ -627,30 +595,6 @@ type original struct {
 	tool         string
 	params, args json.RawMessage
 	id           json.RawMessage // the client's id
-
-	// handOff starts another reader of the client's stream; once decides
-	// whether it runs (a forward was first) or the reading goroutine keeps
-	// reading (the chain returned first).
-	handOff func()
-	once    sync.Once
-}
-
-// dispatched is called once a request is with the server: the client's
-// stream is read on by another goroutine, unless the chain already ended.
-func (o *original) dispatched() {
-	o.once.Do(func() {
-		if o.handOff != nil {
-			o.handOff()
-		}
-	})
-}
-
-// stay reports whether the reading goroutine keeps reading: true when no
-// forward handed the reading off before.
-func (o *original) stay() bool {
-	stayed := false
-	o.once.Do(func() { stayed = true })
-	return stayed
 }
 
 type originalKey struct{}
@@ -765,7 +709,8 @@ func (s *session) dropFrom(m map[string][]*inflight, key string, w *inflight) {
 }
 
 // cancelled handles notifications/cancelled from the client: the request
-// is forgotten (the client expects no answer) and its chain is stopped.
+// is forgotten (the client expects no answer): one with the server is dropped
+// from the pending table, one still in a wait (see slow) stops waiting.
 func (s *session) cancelled(line []byte) {
 	var n struct {
 		Params struct {

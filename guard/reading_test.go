@@ -75,9 +75,9 @@ func TestNullIDIsJudged(t *testing.T) {
 // that differ only in case are refused with -32600, to the request's id,
 // and the server never sees them; the session goes on.
 func TestAmbiguousMessagesRefused(t *testing.T) {
-	for name, layers := range map[string][]guard.Middleware{"raw": nil, "layered": layerShapes["noop"]} {
+	for name, stages := range map[string][]guard.Stage{"raw": nil, "judged": {noop{}}, "waited": {waitsFor{}}} {
 		t.Run(name, func(t *testing.T) {
-			c := startRaw(t, "echo", layers...)
+			c := startRaw(t, "echo", stages...)
 			for _, line := range []string{
 				`{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"ping","params":{"name":"t"}}`,
 				`{"jsonrpc":"2.0","id":1,"method":"tools/call","Method":"ping","params":{"name":"t"}}`,
@@ -103,9 +103,9 @@ func TestAmbiguousMessagesRefused(t *testing.T) {
 // 1e400 as 10e399) still has each answer routed to its request, exactly
 // once, and the client gets its own id bytes back.
 func TestReencodedIDsRouted(t *testing.T) {
-	for name, layers := range map[string][]guard.Middleware{"raw": nil, "layered": layerShapes["noop"]} {
+	for name, stages := range map[string][]guard.Stage{"raw": nil, "judged": {noop{}}, "waited": {waitsFor{}}} {
 		t.Run(name, func(t *testing.T) {
-			c := startRaw(t, "reencode", layers...)
+			c := startRaw(t, "reencode", stages...)
 			for _, id := range []string{`1`, `"Ab"`, `1e400`, `-2.5`, `"é"`} {
 				c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"x","params":{}}`)
 				line := c.recvRaw()

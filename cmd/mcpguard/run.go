@@ -141,7 +141,6 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 		Server:      server,
 		Config:      setup.Name,
 		Stages:      setup.Stages,
-		Layers:      setup.Layers,
 		ServerHooks: setup.ServerHooks,
 		Prepare:     setup.Prepare,
 		Sandbox:     setup.Sandbox,

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/jsonrpc"
+	"github.com/mcpguard/mcpguard/internal/stagetest"
 )
 
 const pemKey = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU=\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -288,7 +289,7 @@ func TestResponsesListTimeout(t *testing.T) {
 		}
 		return srv.handle(ctx, req)
 	}
-	h := guard.Chain(hang, Responses(Options{ListTimeout: 50 * time.Millisecond}))
+	h := stagetest.Handler(Stage(Options{ListTimeout: 50 * time.Millisecond}), hang)
 	done := make(chan *guard.Response)
 	go func() { done <- h(context.Background(), &guard.Request{Method: "tools/call", Tool: "read_file"}) }()
 	select {
@@ -358,7 +359,7 @@ func TestResponsesPinnedRugPullWithoutClientList(t *testing.T) {
 }
 
 func Chain(s *fakeServer, o Options) guard.Handler {
-	return guard.Chain(s.handle, Responses(o))
+	return stagetest.Handler(Stage(o), s.handle)
 }
 
 func TestResponsesSanitise(t *testing.T) {

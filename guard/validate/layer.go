@@ -65,11 +65,6 @@ func Stage(o Options) guard.Stage {
 	return &session{o: o, pins: map[string]string{}, blocked: map[string]string{}, listID: newListID()}
 }
 
-// Responses is Stage as a Middleware, for in-process Handler chains.
-func Responses(o Options) guard.Middleware {
-	return guard.StageMiddleware(Stage(o))
-}
-
 // listStart is the Request state key of a client's tools/list: the
 // server's tools/list_changed count when the list began.
 type listStart struct{}
