@@ -82,7 +82,9 @@ type Handler func(ctx context.Context, req *Request) *Response
 //
 // Request runs inline on the client's read loop, in the order the client
 // sent its messages, so it must not block (no I/O to wait on, no request of
-// its own: see Waiter). It may rewrite req (Params, or Tool and Arguments
+// its own: see Waiter); for a request that waited, the stages from the
+// Waiter on run it after the wait, on the request's own goroutine, while
+// later requests are judged: Request must be safe for concurrent use. It may rewrite req (Params, or Tool and Arguments
 // for tools/call), and the core then forwards the re-serialised request
 // instead of the client's bytes; or it may answer the request itself by
 // returning a non-nil Response (a denial, see Deny), and the server never
