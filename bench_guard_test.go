@@ -34,9 +34,8 @@ import (
 // the direct call (overhead-p50-ns) and the C0 proxy (over-c0-p50-ns), and
 // the allocations of one call (allocs/call, B/call, client and proxy sides
 // together, measured after the loop). Configs that cannot run here (L3 on a kernel that refuses BPF
-// LSM) are left out with the reason. Two rows are references, not
-// configs: noop-stage, a Stage that changes nothing (the fast path's cost),
-// and noop-layer, a Middleware that only calls next (the slow path's).
+// LSM) are left out with the reason. One row is a reference, not a
+// config: noop-stage, a Stage that changes nothing (the fast path's cost).
 // The standalone benchmark (BenchmarkStandalone) measures what users of
 // `mcpguard run` get; this one isolates the proxy from process start-up
 // and pipes between processes.
@@ -92,15 +91,12 @@ func runGuard(tb testing.TB) {
 		}
 		open(name, &guard.Proxy{
 			Command: fx.argv, Server: "filesystem", Config: name,
-			Stages: setup.Stages, Layers: setup.Layers, ServerHooks: setup.ServerHooks,
+			Stages: setup.Stages, ServerHooks: setup.ServerHooks,
 			Prepare: setup.Prepare, Sandbox: setup.Sandbox,
 		})
 	}
 	open("noop-stage", &guard.Proxy{Command: fx.argv, Server: "filesystem", Config: "noop-stage",
 		Stages: []guard.Stage{noopStage{}}})
-	noop := func(next guard.Handler) guard.Handler { return next }
-	open("noop-layer", &guard.Proxy{Command: fx.argv, Server: "filesystem", Config: "noop-layer",
-		Layers: []guard.Middleware{noop}})
 
 	call := func(r *guardRow) float64 {
 		t0 := time.Now()

@@ -112,7 +112,6 @@ func connectGuarded(ctx context.Context, s Server) (*session, error) {
 		Server:      s.GuardOptions.Server,
 		Config:      setup.Name,
 		Stages:      setup.Stages,
-		Layers:      setup.Layers,
 		ServerHooks: setup.ServerHooks,
 		Prepare:     setup.Prepare,
 		Sandbox:     setup.Sandbox,

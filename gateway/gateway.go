@@ -277,7 +277,6 @@ func (g *Gateway) proxy(name, identity string) (*guard.Proxy, error) {
 		Server:      name,
 		Config:      setup.Name,
 		Stages:      setup.Stages,
-		Layers:      setup.Layers,
 		ServerHooks: setup.ServerHooks,
 		Prepare:     prepare,
 		Sandbox:     setup.Sandbox,

@@ -1,6 +1,6 @@
 // Package guard is the forwarding core of mcpguard: a transparent JSON-RPC
 // proxy between an MCP client on one side and an MCP server subprocess on the
-// other, with one hook point where the defence layers sit as middleware.
+// other, with one hook point where the defence layers sit as Stages.
 package guard
 
 import (
@@ -71,22 +71,20 @@ type Response struct {
 	origError  *jsonrpc.Error
 }
 
-// Handler answers one request. The core's own handler forwards the request
-// to the server and waits for its response.
+// Handler answers one request. The core's own handler (what a Waiter's
+// wait gets as send) forwards the request to the server and waits for its
+// response.
 type Handler func(ctx context.Context, req *Request) *Response
 
-// Middleware is a defence layer: it may answer the request itself (deny),
-// change it before calling next (rewrite), or change what next returned
-// (sanitise a response, inspect a tools/list result).
-type Middleware func(next Handler) Handler
-
-// Stage is the two-phase form of a defence layer, which the core runs
-// without a goroutine or a channel per request. A Proxy runs its Stages
-// (in order; Stages[0] sees a request first) around its Layers.
+// Stage is a defence layer, in two phases, which the core runs without a
+// goroutine or a channel per request. A Proxy runs its Stages in order;
+// Stages[0] sees a request first and its response last.
 //
 // Request runs inline on the client's read loop, in the order the client
 // sent its messages, so it must not block (no I/O to wait on, no request of
-// its own: see Waiter). It may rewrite req (Params, or Tool and Arguments
+// its own: see Waiter); for a request that waited, the stages from the
+// Waiter on run it after the wait, on the request's own goroutine, while
+// later requests are judged: Request must be safe for concurrent use. It may rewrite req (Params, or Tool and Arguments
 // for tools/call), and the core then forwards the re-serialised request
 // instead of the client's bytes; or it may answer the request itself by
 // returning a non-nil Response (a denial, see Deny), and the server never
@@ -113,10 +111,13 @@ type Stage interface {
 // req needs no waiting (the fast path), or a function that the core runs
 // on a goroutine of its own, with send forwarding a request of the stage's
 // own to the server (its id must be one no client uses) and returning the
-// server's answer, or nil when ctx ends first. Once that function returned,
-// req goes on through the stage's Request and the rest of the chain. The
-// client's later messages are read once the first request (the stage's own
-// or the client's) is with the server, or once req was answered without it.
+// server's answer, or nil when ctx ends first (the client cancelled req).
+// Once that function returned, req goes on through the stage's Request and
+// the later stages. The function runs on a goroutine of its own: the
+// client's later messages are read, judged and forwarded meanwhile, so a
+// wait holds up only the requests whose Wait asked for it. A Waiter that
+// needs a later request to wait too (its list is still under way) says so
+// from its Wait.
 type Waiter interface {
 	Wait(ctx context.Context, req *Request) func(ctx context.Context, send Handler)
 }
@@ -145,14 +146,6 @@ type ServerMessage struct {
 // that panics drops the message. The client's answers to the server's
 // requests are relayed unchanged.
 type ServerHook func(ctx context.Context, m *ServerMessage) *ServerMessage
-
-// Chain composes layers so that layers[0] sees a request first.
-func Chain(h Handler, layers ...Middleware) Handler {
-	for i := len(layers) - 1; i >= 0; i-- {
-		h = layers[i](h)
-	}
-	return h
-}
 
 // Denial describes why a layer refused a call; it travels to the client as
 // the JSON-RPC error's data.

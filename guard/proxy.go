@@ -33,7 +33,7 @@ const drainTime = 250 * time.Millisecond
 const DefaultMaxMessage = 256 << 20
 
 // Proxy runs an MCP server subprocess and relays JSON-RPC between it and a
-// client, passing client requests through Layers. The zero Grace and
+// client, passing client requests through Stages. The zero Grace and
 // MaxMessage mean DefaultGrace and DefaultMaxMessage; a negative MaxMessage
 // means no limit. A Proxy serves one session.
 type Proxy struct {
@@ -47,12 +47,10 @@ type Proxy struct {
 	Server string
 	Config string
 
-	// Stages are two-phase layers (see Stage), run first, in order, on the
-	// read loops; Layers are middleware, run after them on a goroutine per
-	// request. A session with Layers pays for that goroutine; one with
-	// Stages only, or neither, runs every request on the read loops.
+	// Stages are the defence layers (see Stage), run in order on the read
+	// loops; a request that must wait (see Waiter) goes on a goroutine of
+	// its own.
 	Stages []Stage
-	Layers []Middleware
 	// ServerHooks see what the server sends on its own (see ServerHook).
 	ServerHooks []ServerHook
 	Prepare     []func(*exec.Cmd) error
@@ -73,8 +71,7 @@ type Proxy struct {
 type session struct {
 	p       *Proxy
 	ctx     context.Context // carries the notices to the layers
-	handler Handler         // the Middleware chain; nil when there is none
-	layered bool            // stages or layers: requests are judged
+	layered bool            // stages: requests are judged
 	stderr  io.Writer
 
 	toClient *jsonrpc.Writer
@@ -82,15 +79,17 @@ type session struct {
 
 	mu      sync.Mutex
 	pending map[string][]*inflight // by canonical id (jsonrpc.AppendIDKey); ids may repeat
+	waiting map[string][]*inflight // client requests in a Waiter's wait, not yet with the server
 	dead    bool                   // server gone: new requests are answered at once
 	exitErr error
 
-	wg sync.WaitGroup // requests on goroutines, until answered
+	wg sync.WaitGroup // requests that waited, until answered
 
 	notices Notices // the server's list_changed notifications, for the layers
 
-	// Requests on the slow path run on pooled workers: a fresh goroutine
-	// would grow its stack through the layers' deep calls on every request.
+	// The client's stream is read on pooled workers once a request waits
+	// (see slow): a fresh goroutine would grow its stack through the
+	// layers' deep calls every time.
 	idle       chan func()   // a worker waiting for its next request receives here
 	quit       chan struct{} // closed when Serve returns
 	clientDone chan struct{} // closed when the client's stream ends
@@ -100,9 +99,8 @@ type session struct {
 	serverKey []byte // the server loop's buffer for id keys
 
 	// The client's stream, and what reading it needs. One goroutine at a
-	// time reads it: the reader runs a request's Middleware chain itself and
-	// hands the reading to another goroutine once the request is with the
-	// server (see slow).
+	// time reads it: a reader that meets a request that must wait keeps
+	// that request and hands the reading to another goroutine (see slow).
 	cr        *jsonrpc.Reader
 	csc       jsonrpc.Scanner
 	clientKey []byte
@@ -139,19 +137,17 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		stderr:     p.Stderr,
 		toClient:   jsonrpc.NewWriter(out),
 		pending:    make(map[string][]*inflight),
+		waiting:    make(map[string][]*inflight),
 		idle:       make(chan func()),
 		quit:       make(chan struct{}),
 		clientDone: make(chan struct{}),
 		clientLost: make(chan struct{}),
-		layered:    len(p.Stages) > 0 || len(p.Layers) > 0,
+		layered:    len(p.Stages) > 0,
 	}
 	s.ctx = WithNotices(ctx, &s.notices)
 	defer close(s.quit) // idle workers exit
 	if s.stderr == nil {
 		s.stderr = os.Stderr
-	}
-	if len(p.Layers) > 0 {
-		s.handler = Chain(s.forward, p.Layers...)
 	}
 
 	cmd := exec.Command(p.Command[0], p.Command[1:]...)
@@ -370,8 +366,8 @@ func (s *session) relayClient(line []byte) {
 // clientRequest judges a request: the stages' request phases inline, and
 // then either forwards it (the fast path: its response phases run on the
 // server's read loop) or runs the rest on the slow path (a stage that
-// waits, or Middleware layers). It reports whether the reading of the
-// client's stream went on on another goroutine meanwhile.
+// waits). It reports whether the reading of the client's stream went on
+// on another goroutine meanwhile.
 func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) bool {
 	buf := bytes.Clone(line) // the Request aliases it until it is answered
 	req := &Request{Method: env.MethodName, ID: env.ID.In(buf), Params: env.Params.In(buf),
@@ -395,9 +391,6 @@ func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) 
 			s.answer(req, s.responsePhases(req, i, resp))
 			return false
 		}
-	}
-	if s.handler != nil {
-		return s.slow(req, &orig, len(s.p.Stages), nil)
 	}
 	out := orig.line
 	if orig.rewritten(req) {
@@ -476,15 +469,14 @@ func (s *session) answer(req *Request, resp *Response) {
 	}
 }
 
-// slow runs the rest of req's judging on the reading goroutine: wait (a
-// Waiter's function), the stages from `from` on, the Middleware chain,
-// and then the response phases. Once the chain sends its first request to
-// the server, the reading of the client's stream goes on on another
-// goroutine (a pooled worker), and this one waits for the answer: one
-// hand-off per request, not one to a worker and one back. A request the
-// chain answers without the server (a denial) is answered before the next
-// message is read, so the client's order is kept. It reports whether the
-// reading went on elsewhere.
+// slow runs the rest of req's judging: wait (a Waiter's function), the
+// stages from `from` on, the server, and the response phases. A wait may
+// block (L2 waits for its own tools/list, or for the one another call
+// started), so the client's later messages must not queue behind it: the
+// reading of the client's stream goes on on another goroutine (a pooled
+// worker) at once, and this one keeps req. Until req is with the server, a
+// notifications/cancelled finds it in s.waiting. It reports whether the
+// reading went on elsewhere: always, unless the server is gone.
 func (s *session) slow(req *Request, orig *original, from int, wait func(context.Context, Handler)) bool {
 	// Counted under mu while the server is alive: serverGone marks it dead
 	// under mu before Serve waits, so every Add comes before that Wait and
@@ -497,10 +489,16 @@ func (s *session) slow(req *Request, orig *original, from int, wait func(context
 		return false
 	}
 	s.wg.Add(1)
+	key, _ := jsonrpc.AppendIDKey(nil, req.ID)
+	ctx, cancel := context.WithCancel(context.WithValue(s.ctx, originalKey{}, orig))
+	w := &inflight{cancel: cancel}
+	s.waiting[string(key)] = append(s.waiting[string(key)], w)
 	s.mu.Unlock()
+	s.spawn(s.readClient)
+
 	defer s.wg.Done()
-	orig.handOff = func() { s.spawn(s.readClient) }
-	ctx := context.WithValue(s.ctx, originalKey{}, orig)
+	defer cancel()
+	defer s.dropFrom(s.waiting, string(key), w)
 	ran := len(s.p.Stages)
 	resp := func() (resp *Response) {
 		defer func() {
@@ -508,28 +506,20 @@ func (s *session) slow(req *Request, orig *original, from int, wait func(context
 				resp = panicked(s, req, r)
 			}
 		}()
-		if wait != nil {
-			wait(ctx, s.forward)
-		}
+		wait(ctx, s.forward)
 		for i := from; i < len(s.p.Stages); i++ {
 			if r := s.stageRequest(s.p.Stages[i], req); r != nil {
 				ran = i
 				return r
 			}
 		}
-		if s.handler != nil {
-			return s.handler(ctx, req)
-		}
 		return s.forward(ctx, req)
 	}()
 	if resp != nil {
 		resp = s.responsePhases(req, ran, resp)
 	}
-	// Whoever comes first decides who reads on: a forward still to come
-	// (a layer's goroutine) no longer hands off once this one stays.
-	handedOff := !orig.stay()
 	s.answer(req, resp)
-	return handedOff
+	return true
 }
 
 // spawn runs job on an idle worker, or on a new one when none is idle.
@@ -572,6 +562,10 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 	if !ok {
 		return &Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcpguard: a layer sent a request with id %s", req.ID)}}
 	}
+	if ctx.Err() != nil {
+		// Cancelled while it waited: the server never sees it.
+		return nil
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &inflight{ch: make(chan *Response, 1), cancel: cancel}
@@ -585,14 +579,11 @@ func (s *session) forward(ctx context.Context, req *Request) *Response {
 		return nil // already answered with an error
 	}
 	s.sendServer(line)
-	if o != nil {
-		o.dispatched() // reading goes on elsewhere
-	}
 	select {
 	case resp := <-w.ch:
 		return resp
 	case <-wctx.Done():
-		s.dropPending(string(key), w)
+		s.dropFrom(s.pending, string(key), w)
 		return nil
 	}
 }
@@ -604,30 +595,6 @@ type original struct {
 	tool         string
 	params, args json.RawMessage
 	id           json.RawMessage // the client's id
-
-	// handOff starts another reader of the client's stream; once decides
-	// whether it runs (a forward was first) or the reading goroutine keeps
-	// reading (the chain returned first).
-	handOff func()
-	once    sync.Once
-}
-
-// dispatched is called once a request is with the server: the client's
-// stream is read on by another goroutine, unless the chain already ended.
-func (o *original) dispatched() {
-	o.once.Do(func() {
-		if o.handOff != nil {
-			o.handOff()
-		}
-	})
-}
-
-// stay reports whether the reading goroutine keeps reading: true when no
-// forward handed the reading off before.
-func (o *original) stay() bool {
-	stayed := false
-	o.once.Do(func() { stayed = true })
-	return stayed
 }
 
 type originalKey struct{}
@@ -723,10 +690,11 @@ func (s *session) takePending(key []byte) (*inflight, bool) {
 	return w, true
 }
 
-func (s *session) dropPending(key string, w *inflight) {
+// dropFrom removes w from m (s.pending or s.waiting) under key.
+func (s *session) dropFrom(m map[string][]*inflight, key string, w *inflight) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ws := s.pending[key]
+	ws := m[key]
 	for i, x := range ws {
 		if x == w {
 			ws = append(ws[:i:i], ws[i+1:]...)
@@ -734,14 +702,15 @@ func (s *session) dropPending(key string, w *inflight) {
 		}
 	}
 	if len(ws) == 0 {
-		delete(s.pending, key)
+		delete(m, key)
 	} else {
-		s.pending[key] = ws
+		m[key] = ws
 	}
 }
 
 // cancelled handles notifications/cancelled from the client: the request
-// is forgotten (the client expects no answer) and its chain is stopped.
+// is forgotten (the client expects no answer): one with the server is dropped
+// from the pending table, one still in a wait (see slow) stops waiting.
 func (s *session) cancelled(line []byte) {
 	var n struct {
 		Params struct {
@@ -755,8 +724,21 @@ func (s *session) cancelled(line []byte) {
 	if !ok {
 		return
 	}
-	if w, ok := s.takePending(key); ok && w.cancel != nil {
-		w.cancel()
+	if w, ok := s.takePending(key); ok {
+		if w.cancel != nil {
+			w.cancel()
+		}
+		return
+	}
+	// Not with the server yet: still in a Waiter's wait.
+	var cancel context.CancelFunc
+	s.mu.Lock()
+	if ws := s.waiting[string(key)]; len(ws) > 0 {
+		cancel = ws[0].cancel
+	}
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,10 +51,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func startRaw(t *testing.T, mode string, layers ...guard.Middleware) *rawConn {
+func startRaw(t *testing.T, mode string, stages ...guard.Stage) *rawConn {
 	t.Helper()
 	argv, env := serverCmd(t, mode)
-	return startProxy(t, &guard.Proxy{Command: argv, Env: env, Layers: layers, Grace: 200 * time.Millisecond})
+	return startProxy(t, &guard.Proxy{Command: argv, Env: env, Stages: stages, Grace: 200 * time.Millisecond})
 }
 
 func startProxy(t *testing.T, p *guard.Proxy) *rawConn {
@@ -128,8 +129,8 @@ func TestRawForwardKeepsIDsAndBytes(t *testing.T) {
 
 func TestMalformedClientMessages(t *testing.T) {
 	t.Run("raw", func(t *testing.T) { testMalformed(t, startRaw(t, "echo")) })
-	t.Run("layered", func(t *testing.T) {
-		testMalformed(t, startRaw(t, "echo", func(next guard.Handler) guard.Handler { return next }))
+	t.Run("judged", func(t *testing.T) {
+		testMalformed(t, startRaw(t, "echo", noop{}))
 	})
 }
 
@@ -192,70 +193,55 @@ func TestNotificationsBothWays(t *testing.T) {
 	assert.Equal(t, 1.0, c.recv()["id"])
 }
 
-// Layers of every shape the chain allows: the proxy must serve layers that
-// call next on goroutines of their own, more than once, after the answer,
-// or with a context of their own, as well as it serves a plain one.
-var layerShapes = map[string][]guard.Middleware{
-	"none": nil,
-	"noop": {func(next guard.Handler) guard.Handler { return next }},
-	"next-on-own-goroutine": {func(next guard.Handler) guard.Handler {
-		return func(ctx context.Context, req *guard.Request) *guard.Response {
-			ch := make(chan *guard.Response)
-			go func() { ch <- next(ctx, req) }()
-			return <-ch
+// noop judges nothing and changes nothing: every request takes the fast
+// path with a Request for the stages.
+type noop struct{}
+
+func (noop) Request(context.Context, *guard.Request) *guard.Response { return nil }
+func (noop) Response(_ context.Context, _ *guard.Request, r *guard.Response) *guard.Response {
+	return r
+}
+
+// waitsFor makes every tools/call wait (the slow path); with own set, the
+// wait sends a request of its own first, and checks its answer.
+type waitsFor struct {
+	noop
+	own bool
+	n   *int64
+}
+
+func (w waitsFor) Wait(_ context.Context, req *guard.Request) func(context.Context, guard.Handler) {
+	if req.Method != "tools/call" {
+		return nil
+	}
+	return func(ctx context.Context, send guard.Handler) {
+		if !w.own {
+			return
 		}
-	}},
-	"next-twice-at-once": {func(next guard.Handler) guard.Handler {
-		return func(ctx context.Context, req *guard.Request) *guard.Response {
-			ch := make(chan *guard.Response, 2)
-			for range 2 {
-				go func() { ch <- next(ctx, req) }()
-			}
-			first := <-ch
-			<-ch
-			return first
+		id := fmt.Sprintf(`"own-%s"`, req.ID)
+		if r := send(ctx, &guard.Request{Method: "tools/list", ID: json.RawMessage(id)}); r != nil && r.Error == nil {
+			atomic.AddInt64(w.n, 1)
 		}
-	}},
-	"next-twice-in-turn": {func(next guard.Handler) guard.Handler {
-		return func(ctx context.Context, req *guard.Request) *guard.Response {
-			next(ctx, req)
-			return next(ctx, req)
-		}
-	}},
-	"next-again-on-own-goroutine": {func(next guard.Handler) guard.Handler {
-		return func(ctx context.Context, req *guard.Request) *guard.Response {
-			if next(ctx, req) == nil {
-				return nil
-			}
-			ch := make(chan *guard.Response)
-			go func() { ch <- next(ctx, req) }()
-			return <-ch
-		}
-	}},
-	"own-context": {func(next guard.Handler) guard.Handler {
-		return func(_ context.Context, req *guard.Request) *guard.Response {
-			return next(context.Background(), req)
-		}
-	}},
-	"two-layers": {
-		func(next guard.Handler) guard.Handler { return next },
-		func(next guard.Handler) guard.Handler {
-			return func(ctx context.Context, req *guard.Request) *guard.Response {
-				resp := next(ctx, req)
-				if resp != nil && resp.Error == nil {
-					resp.Result = append(json.RawMessage(nil), resp.Result...)
-				}
-				return resp
-			}
-		},
-	},
+	}
+}
+
+// Stages of every shape: none (raw forwarding), the fast path, the slow
+// path, and the slow path with a request of the stage's own.
+func stageShapes() map[string][]guard.Stage {
+	return map[string][]guard.Stage{
+		"none":          nil,
+		"noop":          {noop{}},
+		"wait":          {waitsFor{}},
+		"wait-own":      {waitsFor{own: true, n: new(int64)}},
+		"noop-then-own": {noop{}, waitsFor{own: true, n: new(int64)}},
+	}
 }
 
 // Every request gets exactly one answer, with its own id, with 64 in flight.
 func TestConcurrentRequestsAnsweredOnce(t *testing.T) {
-	for name, layers := range layerShapes {
+	for name, stages := range stageShapes() {
 		t.Run(name, func(t *testing.T) {
-			c := startRaw(t, "echo", layers...)
+			c := startRaw(t, "echo", stages...)
 			const n = 64
 			go func() {
 				for i := range n {
@@ -273,6 +259,11 @@ func TestConcurrentRequestsAnsweredOnce(t *testing.T) {
 			for i := range n {
 				assert.Equal(t, 1, seen[i], "id %d", i)
 			}
+			for _, st := range stages {
+				if w, ok := st.(waitsFor); ok && w.own {
+					assert.Equal(t, int64(n), atomic.LoadInt64(w.n), "each wait got the answer to its own request")
+				}
+			}
 			select {
 			case extra := <-c.lines:
 				t.Fatalf("extra message: %s", extra)
@@ -282,57 +273,23 @@ func TestConcurrentRequestsAnsweredOnce(t *testing.T) {
 	}
 }
 
-// A client's cancellation reaches the chain: next returns nil to the layers
-// around it, and the client gets no answer for that request.
-func TestCancelledRequestEndsItsChain(t *testing.T) {
-	saw := make(chan *guard.Response, 1)
-	watch := func(next guard.Handler) guard.Handler {
-		return func(ctx context.Context, req *guard.Request) *guard.Response {
-			resp := next(ctx, req)
-			if req.Method == "hang" {
-				saw <- resp
-			}
-			return resp
-		}
-	}
-	c := startRaw(t, "echo", watch)
+// A client's cancellation forgets the request: the client gets no answer
+// for it, not even when the server ends later, and it gets no response
+// phase.
+func TestCancelledRequestForgotten(t *testing.T) {
+	g := &gate{started: make(chan struct{}, 1), release: make(chan struct{})}
+	c := startRaw(t, "echo", g)
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"hang"}`)
 	c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
-	select {
-	case resp := <-saw:
-		assert.Nil(t, resp, "next returns nil for a cancelled request")
-	case <-time.After(10 * time.Second):
-		t.Fatal("the chain of the cancelled request did not end")
-	}
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"after"}`)
-	assert.Equal(t, 2.0, c.recv()["id"], "no answer to the cancelled request, and the next one is served")
-}
-
-// A layer may send requests of its own through next (L2 lists the tools
-// before a call the client made unseen): their answers come back to the
-// layer and never reach the client, which gets exactly its own answers.
-func TestLayerOwnRequestsStayInside(t *testing.T) {
-	var seen []string
-	own := func(next guard.Handler) guard.Handler {
-		return func(ctx context.Context, req *guard.Request) *guard.Response {
-			if req.Method == "tools/call" {
-				r := next(ctx, &guard.Request{Method: "tools/list", ID: json.RawMessage(`"layer-own-1"`)})
-				seen = append(seen, string(r.Result))
-			}
-			return next(ctx, req)
-		}
+	assert.Equal(t, 2.0, c.recv()["id"], "the next request is served")
+	c.in.Close()
+	for line := range c.lines {
+		t.Errorf("a message after the cancel: %s", line)
 	}
-	c := startRaw(t, "echo", own)
-	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}`)
-	m := c.recv()
-	assert.Equal(t, 1.0, m["id"])
-	assert.Contains(t, m, "result")
-	select {
-	case extra := <-c.lines:
-		t.Fatalf("the layer's own answer reached the client: %s", extra)
-	case <-time.After(200 * time.Millisecond):
-	}
-	assert.Equal(t, []string{`{"echo":null}`}, seen, "the layer got the answer to its own request")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	assert.Equal(t, []string{"request 1", "request 2", "response 2"}, g.log)
 }
 
 func TestServerCrashAnswersPending(t *testing.T) {
@@ -353,18 +310,22 @@ func TestServerCrashAnswersPending(t *testing.T) {
 	}
 }
 
+// sleeper makes every tools/call wait a millisecond on the slow path.
+type sleeper struct{ noop }
+
+func (sleeper) Wait(_ context.Context, req *guard.Request) func(context.Context, guard.Handler) {
+	if req.Method != "tools/call" {
+		return nil
+	}
+	return func(context.Context, guard.Handler) { time.Sleep(time.Millisecond) }
+}
+
 // Requests that keep coming through a layer while the server dies: each
 // is answered at most once (a result, or the server's exit), Serve returns,
 // and the race detector sees the request count settle before Serve waits
 // on it.
 func TestServerCrashDuringLayeredFlood(t *testing.T) {
-	slow := func(next guard.Handler) guard.Handler {
-		return func(ctx context.Context, req *guard.Request) *guard.Response {
-			time.Sleep(time.Millisecond)
-			return next(ctx, req)
-		}
-	}
-	c := startRaw(t, "echo", slow)
+	c := startRaw(t, "echo", sleeper{})
 	go func() {
 		for i := range 200 {
 			method := "tools/call"
@@ -491,12 +452,12 @@ func assertGone(t *testing.T, pid int) {
 }
 
 // newClient connects an mcp-go client through a C0 proxy to the mcp-go test server.
-func newSession(t *testing.T, layers []guard.Middleware, opts ...client.ClientOption) (*guard.Session, *int) {
+func newSession(t *testing.T, stages []guard.Stage, opts ...client.ClientOption) (*guard.Session, *int) {
 	t.Helper()
 	argv, env := serverCmd(t, "mcp")
 	pid := new(int)
 	stderr := &syncBuffer{}
-	p := &guard.Proxy{Command: argv, Env: env, Layers: layers, Stderr: stderr, Grace: time.Second, OnStart: func(p int) { *pid = p }}
+	p := &guard.Proxy{Command: argv, Env: env, Stages: stages, Stderr: stderr, Grace: time.Second, OnStart: func(p int) { *pid = p }}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := guard.Open(ctx, p, opts...)
@@ -510,24 +471,18 @@ func newSession(t *testing.T, layers []guard.Middleware, opts ...client.ClientOp
 // L2 lists the tools again before the next call and denies the rug pull.
 // Without L2, the same call reaches the changed tool.
 func TestAnnouncedRugPullWithoutClientList(t *testing.T) {
-	// L2 as a Stage waits for its own list on the proxy's slow path (a
-	// Waiter); as a Middleware, on the goroutine of the layer chain.
-	for _, mode := range []string{"none", "middleware", "stage"} {
-		guarded := mode != "none"
-		t.Run("L2="+mode, func(t *testing.T) {
-			var layers []guard.Middleware
+	// L2 waits for its own list on the proxy's slow path (a Waiter).
+	for _, guarded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("L2=%v", guarded), func(t *testing.T) {
 			var stages []guard.Stage
-			switch mode {
-			case "middleware":
-				layers = append(layers, validate.Responses(validate.Options{}))
-			case "stage":
+			if guarded {
 				stages = append(stages, validate.Stage(validate.Options{}))
 			}
 			argv, env := serverCmd(t, "rugpull")
 			stderr := &syncBuffer{}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			s, err := guard.Open(ctx, &guard.Proxy{Command: argv, Env: env, Stages: stages, Layers: layers, Stderr: stderr, Grace: time.Second})
+			s, err := guard.Open(ctx, &guard.Proxy{Command: argv, Env: env, Stages: stages, Stderr: stderr, Grace: time.Second})
 			require.NoError(t, err, "stderr: %s", stderr.String())
 			defer s.Close()
 			changed := make(chan struct{}, 4)
@@ -588,11 +543,11 @@ func callText(t *testing.T, c *client.Client, tool string, args map[string]any) 
 func TestMCPGoRoundTrip(t *testing.T) {
 	for _, layered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("layers=%v", layered), func(t *testing.T) {
-			var layers []guard.Middleware
+			var stages []guard.Stage
 			if layered {
-				layers = append(layers, func(next guard.Handler) guard.Handler { return next })
+				stages = append(stages, noop{}, waitsFor{own: true, n: new(int64)})
 			}
-			s, pid := newSession(t, layers, client.WithSamplingHandler(sampler{}), client.WithRootsHandler(rooter{}))
+			s, pid := newSession(t, stages, client.WithSamplingHandler(sampler{}), client.WithRootsHandler(rooter{}))
 			assert.Equal(t, "guard-test", s.Init.ServerInfo.Name)
 			ctx := context.Background()
 

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,9 +75,9 @@ func TestNullIDIsJudged(t *testing.T) {
 // that differ only in case are refused with -32600, to the request's id,
 // and the server never sees them; the session goes on.
 func TestAmbiguousMessagesRefused(t *testing.T) {
-	for name, layers := range map[string][]guard.Middleware{"raw": nil, "layered": layerShapes["noop"]} {
+	for name, stages := range map[string][]guard.Stage{"raw": nil, "judged": {noop{}}, "waited": {waitsFor{}}} {
 		t.Run(name, func(t *testing.T) {
-			c := startRaw(t, "echo", layers...)
+			c := startRaw(t, "echo", stages...)
 			for _, line := range []string{
 				`{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"ping","params":{"name":"t"}}`,
 				`{"jsonrpc":"2.0","id":1,"method":"tools/call","Method":"ping","params":{"name":"t"}}`,
@@ -101,9 +103,9 @@ func TestAmbiguousMessagesRefused(t *testing.T) {
 // 1e400 as 10e399) still has each answer routed to its request, exactly
 // once, and the client gets its own id bytes back.
 func TestReencodedIDsRouted(t *testing.T) {
-	for name, layers := range map[string][]guard.Middleware{"raw": nil, "layered": layerShapes["noop"]} {
+	for name, stages := range map[string][]guard.Stage{"raw": nil, "judged": {noop{}}, "waited": {waitsFor{}}} {
 		t.Run(name, func(t *testing.T) {
-			c := startRaw(t, "reencode", layers...)
+			c := startRaw(t, "reencode", stages...)
 			for _, id := range []string{`1`, `"Ab"`, `1e400`, `-2.5`, `"é"`} {
 				c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"x","params":{}}`)
 				line := c.recvRaw()
@@ -341,4 +343,92 @@ func TestStageRequestsAnsweredWhenServerDies(t *testing.T) {
 	err := <-c.served
 	require.ErrorIs(t, err, guard.ErrServerExited)
 	c.served <- err // for Cleanup
+}
+
+// gate is a Stage whose Wait holds a tools/call of "slow" until release
+// is closed, and records the order of what it saw.
+type gate struct {
+	started, release chan struct{}
+	mu               sync.Mutex
+	log              []string
+}
+
+func (g *gate) note(s string) {
+	g.mu.Lock()
+	g.log = append(g.log, s)
+	g.mu.Unlock()
+}
+
+func (g *gate) Wait(_ context.Context, req *guard.Request) func(context.Context, guard.Handler) {
+	if req.Tool != "slow" {
+		return nil
+	}
+	return func(ctx context.Context, _ guard.Handler) {
+		g.started <- struct{}{}
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			g.note("wait cancelled " + string(req.ID))
+			<-g.release
+		}
+	}
+}
+
+func (g *gate) Request(_ context.Context, req *guard.Request) *guard.Response {
+	g.note("request " + string(req.ID))
+	return nil
+}
+
+func (g *gate) Response(_ context.Context, req *guard.Request, resp *guard.Response) *guard.Response {
+	g.note("response " + string(req.ID))
+	return resp
+}
+
+// A request that waits (L2 listing the tools first) holds up only itself:
+// the client's later requests are read, judged, forwarded and answered
+// while it waits, and it is answered once, after its wait.
+func TestWaitDoesNotBlockLaterRequests(t *testing.T) {
+	g := &gate{started: make(chan struct{}, 2), release: make(chan struct{})}
+	argv, env := serverCmd(t, "echo")
+	c := startProxy(t, &guard.Proxy{Command: argv, Env: env, Stages: []guard.Stage{g}, Grace: 200 * time.Millisecond})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	<-g.started
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fast","arguments":{}}}`)
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	assert.Equal(t, 2.0, c.recv()["id"], "a later request is answered while the first still waits")
+	assert.Equal(t, 3.0, c.recv()["id"])
+	close(g.release)
+	m := c.recv()
+	assert.Equal(t, 1.0, m["id"])
+	assert.Contains(t, m, "result", "the waiting request went on to the server after its wait")
+	c.noMore()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	require.Len(t, g.log, 6)
+	assert.ElementsMatch(t, []string{"request 2", "response 2", "request 3", "response 3"}, g.log[:4],
+		"the later requests were judged while the first waited")
+	assert.Equal(t, []string{"request 1", "response 1"}, g.log[4:], "the waiting request's phases ran after its wait")
+}
+
+// A request cancelled while it waits never reaches the server and is not
+// answered; the session goes on.
+func TestCancelledWhileWaiting(t *testing.T) {
+	g := &gate{started: make(chan struct{}, 2), release: make(chan struct{})}
+	argv, env := serverCmd(t, "echo")
+	c := startProxy(t, &guard.Proxy{Command: argv, Env: env, Stages: []guard.Stage{g}, Grace: 200 * time.Millisecond})
+	c.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	<-g.started
+	c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
+	c.send(`{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+	assert.Equal(t, 8.0, c.recv()["id"])
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return slices.Contains(g.log, "wait cancelled 7")
+	}, 10*time.Second, time.Millisecond, "the cancellation reached the waiting request")
+	close(g.release)
+	c.noMore()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	assert.NotContains(t, g.log, "response 7", "a cancelled request gets no response phase")
 }

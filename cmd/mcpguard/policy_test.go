@@ -87,7 +87,7 @@ func TestOverrideWorkflow(t *testing.T) {
 		// The server serves both directories; the policy grants only WS.
 		s, err := guard.Open(context.Background(), &guard.Proxy{
 			Command: append(append([]string{}, argv...), "--ws", ws, "--ws", shared),
-			Server:  "filesystem", Config: setup.Name, Stages: setup.Stages, Layers: setup.Layers, Prepare: setup.Prepare,
+			Server:  "filesystem", Config: setup.Name, Stages: setup.Stages, Prepare: setup.Prepare,
 			Stderr: os.Stderr, Grace: 500 * time.Millisecond,
 		})
 		require.NoError(t, err)
@@ -197,7 +197,7 @@ func TestPolicyInitPin(t *testing.T) {
 			Vars: map[string]string{"WS": ws, "HOME": ws, "TMP": ws}})
 		require.NoError(t, err)
 		s, err := guard.Open(context.Background(), &guard.Proxy{Command: append(append([]string{}, argv...), "--ws", ws),
-			Server: "filesystem", Config: setup.Name, Stages: setup.Stages, Layers: setup.Layers, Prepare: setup.Prepare, Grace: 500 * time.Millisecond})
+			Server: "filesystem", Config: setup.Name, Stages: setup.Stages, Prepare: setup.Prepare, Grace: 500 * time.Millisecond})
 		require.NoError(t, err)
 		res, err := s.ListTools(context.Background(), mcp.ListToolsRequest{})
 		require.NoError(t, err)

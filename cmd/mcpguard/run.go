@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"time"
@@ -149,7 +151,6 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 		Server:      server,
 		Config:      setup.Name,
 		Stages:      setup.Stages,
-		Layers:      setup.Layers,
 		ServerHooks: setup.ServerHooks,
 		Prepare:     setup.Prepare,
 		Sandbox:     setup.Sandbox,
@@ -175,6 +176,8 @@ closed), 1 for other errors, 2 for usage.`)
 	var g guardFlags
 	g.register(fs)
 	listen := fs.String("listen", "", "serve over Streamable HTTP on `address` (loopback) instead of stdio; see docs/gateway.md")
+	cpuProfile := fs.String("cpuprofile", "", "write the proxy's CPU profile to `file` when the session ends (go tool pprof)")
+	traceFile := fs.String("trace", "", "write the proxy's execution trace to `file` (go tool trace)")
 	flags, argv := splitDashes(args)
 	if err := fs.Parse(flags); err != nil {
 		return err
@@ -193,6 +196,11 @@ closed), 1 for other errors, 2 for usage.`)
 		return err
 	}
 	defer closeAudit()
+	stop, err := profile(*cpuProfile, *traceFile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	// The server's last stderr, for the report when it exits under L3.
 	tail := &tailBuffer{max: 32 << 10}
 	if p.Sandbox != nil {
@@ -212,6 +220,43 @@ closed), 1 for other errors, 2 for usage.`)
 		return err
 	}
 	return nil
+}
+
+// profile starts a CPU profile and an execution trace of the proxy, each
+// when its file is named, so that the proxy can be profiled as a client
+// drives it (the standalone benchmark); stop ends both.
+func profile(cpuFile, traceFile string) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, f := range stops {
+			f()
+		}
+	}
+	if cpuFile != "" {
+		f, err := os.Create(cpuFile)
+		if err != nil {
+			return nil, fmt.Errorf("cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cpu profile: %w", err)
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if traceFile != "" {
+		f, err := os.Create(traceFile)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			stop()
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+		stops = append(stops, func() { trace.Stop(); f.Close() })
+	}
+	return stop, nil
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -378,11 +378,6 @@ func Stage(c *Checker, o LayerOptions) guard.Stage {
 	return &stage{c: c, o: o}
 }
 
-// Middleware is Stage as a Middleware, for in-process Handler chains.
-func Middleware(c *Checker, o LayerOptions) guard.Middleware {
-	return guard.StageMiddleware(Stage(c, o))
-}
-
 type stage struct {
 	c *Checker
 	o LayerOptions

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/internal/stagetest"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -72,15 +73,15 @@ func TestChecker(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestMiddleware(t *testing.T) {
+func TestStage(t *testing.T) {
 	m, err := Parse([]byte(`{"server":"s","permissions":[{"permission":"mcp.ac.filesystem.read","paths":["/ws"]}]}`), nil)
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	reached := 0
-	h := guard.Chain(func(context.Context, *guard.Request) *guard.Response {
+	h := stagetest.Handler(Stage(NewChecker(m), LayerOptions{Server: "s", Config: "C-AB", Audit: audit.New(&buf)}), func(context.Context, *guard.Request) *guard.Response {
 		reached++
 		return &guard.Response{Result: json.RawMessage(`{}`)}
-	}, Middleware(NewChecker(m), LayerOptions{Server: "s", Config: "C-AB", Audit: audit.New(&buf)}))
+	})
 	r := h(context.Background(), &guard.Request{Method: "tools/call", Tool: "read_file", Arguments: json.RawMessage(`{"path":"/etc/passwd"}`)})
 	require.NotNil(t, r.Error)
 	assert.Contains(t, r.Error.Message, RuleFSRead)

@@ -59,9 +59,6 @@ type Setup struct {
 	// Stages are the defence layers, run by the proxy on its read loops
 	// (Proxy.Stages), in order.
 	Stages []guard.Stage
-	// Layers are defence layers in Middleware form (Proxy.Layers), run on
-	// a goroutine per request after the Stages; no built-in config has any.
-	Layers []guard.Middleware
 	// ServerHooks see what the server sends on its own (L2 on
 	// notifications and server-to-client requests).
 	ServerHooks []guard.ServerHook

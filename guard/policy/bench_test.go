@@ -20,6 +20,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/internal/servers"
+	"github.com/mcpguard/mcpguard/internal/stagetest"
 	"github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -59,9 +60,12 @@ func benchPolicy(b *testing.B, evict func()) {
 		Vars: map[string]string{"WS": ws, "HOME": dir, "TMP": dir}})
 	require.NoError(b, err)
 	result := json.RawMessage(`{"content":[{"type":"text","text":"hello, this is the content of notes.txt"}]}`)
-	h := guard.Chain(func(context.Context, *guard.Request) *guard.Response {
+	h := guard.Handler(func(context.Context, *guard.Request) *guard.Response {
 		return &guard.Response{Result: result}
-	}, asMiddleware(setup.Stages)...)
+	})
+	for i := len(setup.Stages) - 1; i >= 0; i-- {
+		h = stagetest.Handler(setup.Stages[i], h)
+	}
 	args := json.RawMessage(`{"path":"` + ws + `/docs/notes.txt"}`)
 	ctx := context.Background()
 	req := &guard.Request{Method: "tools/call", Tool: "read_file", Arguments: args, Server: "filesystem", Config: configs.CApp}
@@ -116,13 +120,13 @@ func threadCPU(tb testing.TB) time.Duration {
 }
 
 // BenchmarkPolicyProxy times a benign read_file on the corpus's filesystem
-// server through the real proxy with a chain of one no-op layer and with
-// the C-app layers. Each iteration calls a C0 proxy (no layer: raw
-// forwarding) and then the one under test, so that drift falls on both
-// (paired); over-c0-p50-ns is the difference of their medians. For
-// noop-layer it is what running a chain at all costs the proxy (decoding
-// each message whole, the hand-offs to a pooled worker); C-app's minus
-// noop-layer's is what L1+L2 cost in place, on the caches the server left.
+// server through the real proxy with one no-op stage and with the C-app
+// layers. Each iteration calls a C0 proxy (no layer: raw forwarding) and
+// then the one under test, so that drift falls on both (paired);
+// over-c0-p50-ns is the difference of their medians. For noop-stage it is
+// what judging at all costs the proxy (the Request for the stages, the
+// response phase on the server's read loop); C-app's minus noop-stage's
+// is what L1+L2 cost in place, on the caches the server left.
 func BenchmarkPolicyProxy(b *testing.B) {
 	ws := b.TempDir()
 	require.NoError(b, os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("hello from the workspace"), 0o644))
@@ -136,29 +140,27 @@ func BenchmarkPolicyProxy(b *testing.B) {
 		Vars:       map[string]string{"WS": ws, "HOME": b.TempDir(), "TMP": b.TempDir()}})
 	require.NoError(b, err)
 	ctx := context.Background()
-	open := func(b *testing.B, name string, stages []guard.Stage, layers []guard.Middleware, prepare []func(*exec.Cmd) error) *guard.Session {
+	open := func(b *testing.B, name string, stages []guard.Stage, prepare []func(*exec.Cmd) error) *guard.Session {
 		s, err := guard.Open(ctx, &guard.Proxy{Command: argv, Server: "filesystem", Config: name,
-			Stages: stages, Layers: layers, Prepare: prepare, Grace: 500 * time.Millisecond})
+			Stages: stages, Prepare: prepare, Grace: 500 * time.Millisecond})
 		require.NoError(b, err)
 		b.Cleanup(func() { s.Close() })
 		return s
 	}
-	c0 := open(b, "C0", nil, nil, nil)
+	c0 := open(b, "C0", nil, nil)
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "read_file"
 	req.Params.Arguments = map[string]any{"path": filepath.Join(ws, "notes.txt")}
-	noop := func(next guard.Handler) guard.Handler { return next }
 	for _, c := range []struct {
 		name    string
 		stages  []guard.Stage
-		layers  []guard.Middleware
 		prepare []func(*exec.Cmd) error
 	}{
-		{"noop-layer", nil, []guard.Middleware{noop}, nil},
-		{"C-app", setup.Stages, nil, setup.Prepare},
+		{"noop-stage", []guard.Stage{noopStage{}}, nil},
+		{"C-app", setup.Stages, setup.Prepare},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			s := open(b, c.name, c.stages, c.layers, c.prepare)
+			s := open(b, c.name, c.stages, c.prepare)
 			sessions := []*guard.Session{c0, s}
 			lat := make([][]float64, len(sessions))
 			call := func(i int) {
@@ -188,12 +190,10 @@ func BenchmarkPolicyProxy(b *testing.B) {
 	}
 }
 
-// asMiddleware runs stages as a Handler chain, for in-process benchmarks
-// of the layers' own work.
-func asMiddleware(stages []guard.Stage) []guard.Middleware {
-	mw := make([]guard.Middleware, len(stages))
-	for i, st := range stages {
-		mw[i] = guard.StageMiddleware(st)
-	}
-	return mw
+// noopStage judges nothing and changes nothing.
+type noopStage struct{}
+
+func (noopStage) Request(context.Context, *guard.Request) *guard.Response { return nil }
+func (noopStage) Response(_ context.Context, _ *guard.Request, r *guard.Response) *guard.Response {
+	return r
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/internal/stagetest"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -244,15 +245,15 @@ func TestCompileErrors(t *testing.T) {
 	assert.Contains(t, string(p.Tools["t"].Schema), "^a+$")
 }
 
-func TestMiddlewareAuditsAndDenies(t *testing.T) {
+func TestStageAuditsAndDenies(t *testing.T) {
 	f := newFixture(t)
 	e := f.engine(t, testPolicy, true)
 	var buf bytes.Buffer
 	reached := 0
-	h := guard.Chain(func(context.Context, *guard.Request) *guard.Response {
+	h := stagetest.Handler(Stage(e, LayerOptions{Server: "fs", Config: "C-app", Audit: audit.New(&buf)}), func(context.Context, *guard.Request) *guard.Response {
 		reached++
 		return &guard.Response{Result: json.RawMessage(`{}`)}
-	}, Middleware(e, LayerOptions{Server: "fs", Config: "C-app", Audit: audit.New(&buf)}))
+	})
 	args := json.RawMessage(`{"path":"` + f.home + `/.ssh/id_rsa"}`)
 	r := h(context.Background(), &guard.Request{Method: "tools/call", Tool: "read_file", Arguments: args})
 	require.NotNil(t, r.Error)
@@ -303,9 +304,9 @@ func TestToolsListHidesToolsNotInThePolicy(t *testing.T) {
 	e := f.engine(t, testPolicy, true)
 	var buf bytes.Buffer
 	list := `{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"delete_everything","inputSchema":{"type":"object"}}],"nextCursor":"c2"}`
-	h := guard.Chain(func(context.Context, *guard.Request) *guard.Response {
+	h := stagetest.Handler(Stage(e, LayerOptions{Server: "fs", Config: "C-app", Audit: audit.New(&buf)}), func(context.Context, *guard.Request) *guard.Response {
 		return &guard.Response{Result: json.RawMessage(list)}
-	}, Middleware(e, LayerOptions{Server: "fs", Config: "C-app", Audit: audit.New(&buf)}))
+	})
 	r := h(context.Background(), &guard.Request{Method: "tools/list"})
 	require.Nil(t, r.Error)
 	var res struct {
@@ -326,9 +327,9 @@ func TestToolsListHidesToolsNotInThePolicy(t *testing.T) {
 
 	// A list with only allowed tools is passed on as it came.
 	only := `{"tools":[{"name":"read_file"}]}`
-	h = guard.Chain(func(context.Context, *guard.Request) *guard.Response {
+	h = stagetest.Handler(Stage(e, LayerOptions{}), func(context.Context, *guard.Request) *guard.Response {
 		return &guard.Response{Result: json.RawMessage(only)}
-	}, Middleware(e, LayerOptions{}))
+	})
 	assert.Equal(t, only, string(h(context.Background(), &guard.Request{Method: "tools/list"}).Result))
 }
 

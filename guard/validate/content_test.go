@@ -15,6 +15,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/jsonrpc"
+	"github.com/mcpguard/mcpguard/internal/stagetest"
 )
 
 const pemKey = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU=\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -288,7 +289,7 @@ func TestResponsesListTimeout(t *testing.T) {
 		}
 		return srv.handle(ctx, req)
 	}
-	h := guard.Chain(hang, Responses(Options{ListTimeout: 50 * time.Millisecond}))
+	h := stagetest.Handler(Stage(Options{ListTimeout: 50 * time.Millisecond}), hang)
 	done := make(chan *guard.Response)
 	go func() { done <- h(context.Background(), &guard.Request{Method: "tools/call", Tool: "read_file"}) }()
 	select {
@@ -358,7 +359,7 @@ func TestResponsesPinnedRugPullWithoutClientList(t *testing.T) {
 }
 
 func Chain(s *fakeServer, o Options) guard.Handler {
-	return guard.Chain(s.handle, Responses(o))
+	return stagetest.Handler(Stage(o), s.handle)
 }
 
 func TestResponsesSanitise(t *testing.T) {
@@ -435,4 +436,42 @@ func TestAnchorIndex(t *testing.T) {
 		low := appendLower(nil, s)
 		assert.Equal(t, naive(low), ix.in(low), "%q", s)
 	}
+}
+
+// While the layer lists the tools to find one no list showed, a call to a
+// tool already seen does not wait for that list; a call to another unseen
+// tool, or any call after tools/list_changed, does.
+func TestWaitOnlyWhenTheListMatters(t *testing.T) {
+	srv := &fakeServer{tools: []map[string]any{tool("read_file", "Read a file.")}, text: "ok"}
+	st := Stage(Options{})
+	w := st.(guard.Waiter)
+	notices := new(guard.Notices)
+	ctx := guard.WithNotices(context.Background(), notices)
+	h := stagetest.Handler(st, srv.handle)
+	listNames(t, h(ctx, &guard.Request{Method: "tools/list"}))
+	call := func(tool string) *guard.Request { return &guard.Request{Method: "tools/call", Tool: tool} }
+	assert.Nil(t, w.Wait(ctx, call("read_file")), "a seen tool, nothing under way")
+
+	// A tool the server added without saying so: the layer lists again,
+	// and the server's answer is held until release.
+	srv.tools = append(srv.tools, tool("mail", "Mails a file."))
+	wait := w.Wait(ctx, call("mail"))
+	require.NotNil(t, wait)
+	sent, release := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wait(ctx, func(ctx context.Context, req *guard.Request) *guard.Response {
+			close(sent)
+			<-release
+			return srv.handle(ctx, req)
+		})
+	}()
+	<-sent
+	assert.Nil(t, w.Wait(ctx, call("read_file")), "a seen tool does not wait for the relist")
+	assert.NotNil(t, w.Wait(ctx, call("other")), "another unseen tool waits for it")
+	notices.Add(guard.ToolsListChanged)
+	assert.NotNil(t, w.Wait(ctx, call("read_file")), "after tools/list_changed a seen tool waits too")
+	close(release)
+	<-done
 }

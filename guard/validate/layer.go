@@ -65,26 +65,33 @@ func Stage(o Options) guard.Stage {
 	return &session{o: o, pins: map[string]string{}, blocked: map[string]string{}, listID: newListID()}
 }
 
-// Responses is Stage as a Middleware, for in-process Handler chains.
-func Responses(o Options) guard.Middleware {
-	return guard.StageMiddleware(Stage(o))
-}
-
 // listStart is the Request state key of a client's tools/list: the
 // server's tools/list_changed count when the list began.
 type listStart struct{}
 
 // Wait makes a tools/call wait for the layer's own tools/list when the
 // call needs one (see ensureListed). It never blocks: while another call's
-// list is under way, the call waits for it on the slow path.
+// list is under way, the call waits for it on the slow path, unless that
+// list only looks for a tool no list showed (a relist) and the call is to
+// a tool already seen, with no tools/list_changed since: the list cannot
+// change that call's judgement, so the call does not queue behind it.
 func (s *session) Wait(ctx context.Context, req *guard.Request) func(context.Context, guard.Handler) {
 	if req.Method != "tools/call" {
 		return nil
 	}
+	changes := guard.NoticesFrom(ctx).Count(guard.ToolsListChanged)
 	if s.listMu.TryLock() {
-		need := s.needsList(req.Tool, guard.NoticesFrom(ctx).Count(guard.ToolsListChanged))
+		need := s.needsList(req.Tool, changes)
 		s.listMu.Unlock()
 		if !need {
+			return nil
+		}
+	} else {
+		s.mu.Lock()
+		_, seen := s.pins[req.Tool]
+		pass := s.relisting && seen && changes <= s.relistAt
+		s.mu.Unlock()
+		if pass {
 			return nil
 		}
 	}
@@ -130,6 +137,11 @@ type session struct {
 	mu      sync.Mutex
 	pins    map[string]string // tool -> digest of description and schema at first sight
 	blocked map[string]string // tool -> rule that blocked it
+	// relisting is set while the layer's own list runs only to find a
+	// tool no list showed, with the tools/list_changed count then; a call
+	// to a seen tool need not wait for it (see Wait).
+	relisting bool
+	relistAt  uint64
 
 	// listMu is held while the layer lists the tools itself, so that
 	// concurrent first calls wait for that list.
@@ -203,6 +215,14 @@ func (s *session) ensureListed(ctx context.Context, call *guard.Request, next gu
 			s.relisted = map[string]bool{}
 		}
 		s.relisted[call.Tool] = true
+		s.mu.Lock()
+		s.relisting, s.relistAt = true, s.listedAt
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.relisting = false
+			s.mu.Unlock()
+		}()
 	}
 	s.listed = true
 	s.listedAt = changes

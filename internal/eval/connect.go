@@ -74,7 +74,6 @@ func NewProxy(l Launch) *guard.Proxy {
 	}
 	if l.Setup != nil {
 		p.Stages = l.Setup.Stages
-		p.Layers = l.Setup.Layers
 		p.ServerHooks = l.Setup.ServerHooks
 		p.Prepare = append([]func(*exec.Cmd) error(nil), l.Setup.Prepare...)
 		p.Sandbox = l.Setup.Sandbox

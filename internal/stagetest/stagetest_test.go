@@ -1,4 +1,4 @@
-package guard_test
+package stagetest_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/internal/stagetest"
 )
 
 // recStage records the phases it runs; it denies tools/call of "bad" and
@@ -36,7 +37,7 @@ func (r recStage) Response(_ context.Context, _ *guard.Request, resp *guard.Resp
 	return &guard.Response{Result: []byte(`"judged"`)}
 }
 
-func TestStageMiddleware(t *testing.T) {
+func TestHandler(t *testing.T) {
 	for _, c := range []struct {
 		tool      string
 		cancelled bool
@@ -56,7 +57,7 @@ func TestStageMiddleware(t *testing.T) {
 			}
 			return &guard.Response{Result: []byte(`"server"`)}
 		}
-		h := guard.Chain(next, guard.StageMiddleware(recStage{&log}))
+		h := stagetest.Handler(recStage{&log}, next)
 		resp := h(context.Background(), &guard.Request{Method: "tools/call", Tool: c.tool})
 		assert.Equal(t, c.want, log, c.tool)
 		switch {

@@ -28,11 +28,6 @@ func Stage(e *Engine, o LayerOptions) guard.Stage {
 	return &stage{e: e, o: o}
 }
 
-// Middleware is Stage as a Middleware, for in-process Handler chains.
-func Middleware(e *Engine, o LayerOptions) guard.Middleware {
-	return guard.StageMiddleware(Stage(e, o))
-}
-
 type stage struct {
 	e *Engine
 	o LayerOptions
