@@ -1,12 +1,16 @@
 package main
 
 import (
+	"archive/zip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -38,43 +42,96 @@ type compatServer struct {
 	// env the server is given (and policy init learns via --env).
 	env   func(ws string) map[string]string
 	setup func(t *testing.T, ws string)
+	// edit is the documented edit of policy init's output (docs/compat.md).
+	edit func(p map[string]any)
 }
 
 // Configs that run on a host with Landlock and without BPF LSM.
 var compatConfigs = []string{"C0", "C-app", "C-landlock", "C-full-landlock"}
 
-func TestCompat(t *testing.T) {
+// compatEnv is what every compat test needs: the repository root, the
+// compat directory, node, and an mcpguard binary built from this tree
+// (runBin: the one sessions run, MCPGUARD_COMPAT_RUN_BIN when set).
+type compatEnv struct {
+	root, compat, nm, node, bin, runBin string
+}
+
+func newCompatEnv(t *testing.T) compatEnv {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("compat suite: not with -short")
 	}
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	compat := filepath.Join(root, "testdata", "compat")
-	nm := filepath.Join(compat, "node_modules")
-	node, err := exec.LookPath("node")
-	if err != nil {
+	e := compatEnv{root: root, compat: filepath.Join(root, "testdata", "compat")}
+	e.nm = filepath.Join(e.compat, "node_modules")
+	if e.node, err = exec.LookPath("node"); err != nil {
 		t.Skip("compat suite: node not installed (scripts/deps.sh installs it)")
 	}
-	if _, err := os.Stat(filepath.Join(nm, "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(e.nm, "@modelcontextprotocol", "sdk", "package.json")); err != nil {
 		t.Skip("compat suite: testdata/compat/node_modules missing (run scripts/deps.sh)")
 	}
-	bin := filepath.Join(t.TempDir(), "mcpguard")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	out, err := build.CombinedOutput()
+	e.bin = filepath.Join(t.TempDir(), "mcpguard")
+	out, err := exec.Command("go", "build", "-o", e.bin, ".").CombinedOutput()
 	require.NoError(t, err, "build mcpguard: %s", out)
-	runBin := bin
+	e.runBin = e.bin
 	if b := os.Getenv("MCPGUARD_COMPAT_RUN_BIN"); b != "" {
-		runBin = b
+		e.runBin = b
 	}
+	return e
+}
+
+// policyInit makes a cell's policy as the docs say: `mcpguard policy init`
+// with the launch command, in the workspace, with --env for each variable.
+// procEnv is more of policy init's own environment (not passed by --env).
+func (e compatEnv) policyInit(ws, pol string, env, procEnv map[string]string, argv []string) ([]byte, error) {
+	initArgs := []string{"policy", "init", "--out", pol}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		initArgs = append(initArgs, "--env", k+"="+env[k])
+	}
+	initArgs = append(append(initArgs, "--"), argv...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ic := exec.CommandContext(ctx, e.bin, initArgs...)
+	ic.Dir = ws
+	ic.Env = os.Environ()
+	for k, v := range procEnv {
+		ic.Env = append(ic.Env, k+"="+v)
+	}
+	return ic.CombinedOutput()
+}
+
+// editPolicy applies a documented edit to the policy file.
+func editPolicy(t *testing.T, pol string, edit func(p map[string]any)) {
+	t.Helper()
+	b, err := os.ReadFile(pol)
+	require.NoError(t, err)
+	var p map[string]any
+	require.NoError(t, json.Unmarshal(b, &p))
+	edit(p)
+	b, err = json.MarshalIndent(p, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(pol, b, 0o644))
+}
+
+func TestCompat(t *testing.T) {
+	e := newCompatEnv(t)
+	root, compat, nm, node, runBin := e.root, e.compat, e.nm, e.node, e.runBin
 	goSrv := filepath.Join(t.TempDir(), "mcp-go-filesystem")
-	out, err = exec.Command("go", "build", "-o", goSrv, filepath.Join(root, "testdata", "servers", "filesystem")).CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", goSrv, filepath.Join(root, "testdata", "servers", "filesystem")).CombinedOutput()
 	require.NoError(t, err, "build the mcp-go server: %s", out)
 
-	const ver = "2026.8.31"
-	npmServer := func(pkg, binName string, args ...string) map[string][]string {
-		dir := filepath.Join(nm, "@modelcontextprotocol", pkg)
+	npxOK := os.Getenv("MCPGUARD_COMPAT_NPX") != "0"
+	if _, err := exec.LookPath("npx"); err != nil {
+		npxOK = false
+	}
+	// npmLaunchers: `node <entry>`, `node_modules/.bin/NAME` and, with
+	// npx, `npx -y PKG@VERSION` (the version testdata/compat pins).
+	npmLaunchers := func(pkg, binName string, npx bool, args ...string) map[string][]string {
+		dir := filepath.Join(nm, filepath.FromSlash(pkg))
 		var m struct {
-			Bin map[string]string `json:"bin"`
+			Version string            `json:"version"`
+			Bin     map[string]string `json:"bin"`
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "package.json"))
 		require.NoError(t, err)
@@ -83,10 +140,13 @@ func TestCompat(t *testing.T) {
 			"node <entry>":      append([]string{node, filepath.Join(dir, m.Bin[binName])}, args...),
 			"node_modules/.bin": append([]string{filepath.Join(nm, ".bin", binName)}, args...),
 		}
-		if _, err := exec.LookPath("npx"); err == nil && os.Getenv("MCPGUARD_COMPAT_NPX") != "0" {
-			l["npx -y"] = append([]string{"npx", "-y", "@modelcontextprotocol/" + pkg + "@" + ver}, args...)
+		if npx && npxOK {
+			l["npx -y"] = append([]string{"npx", "-y", pkg + "@" + m.Version}, args...)
 		}
 		return l
+	}
+	npmServer := func(pkg, binName string, args ...string) map[string][]string {
+		return npmLaunchers("@modelcontextprotocol/"+pkg, binName, true, args...)
 	}
 	hello := func(t *testing.T, ws string) {
 		require.NoError(t, os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello compat\n"), 0o644))
@@ -148,6 +208,57 @@ func TestCompat(t *testing.T) {
 			},
 		},
 	}
+	// Servers beyond @modelcontextprotocol's: launched by `node <entry>`
+	// and `.bin` only (no npx), to keep the suite's wall time down.
+	servers = append(servers,
+		compatServer{
+			name:      "git-mcp-server",
+			launchers: npmLaunchers("@cyanheads/git-mcp-server", "git-mcp-server", false),
+			setup:     gitRepo,
+			// Documented edit: git-mcp-server runs git, a program the
+			// resolver cannot see from the command: runtime.exec.
+			edit: func(p map[string]any) { addRuntimeExec(t, p, "git") },
+			calls: func(ws string) []compatCall {
+				return []compatCall{
+					{Tool: "git_status", Arguments: map[string]any{"path": ws}, Expect: "notes.txt"},
+					{Tool: "git_log", Arguments: map[string]any{"path": ws}, Expect: "first commit"},
+				}
+			},
+		},
+		compatServer{
+			name:      "mcp-taskmanager",
+			launchers: npmLaunchers("@kazuph/mcp-taskmanager", "mcp-taskmanager", false),
+			env: func(ws string) map[string]string {
+				return map[string]string{"TASK_MANAGER_FILE_PATH": filepath.Join(ws, "state", "tasks.json")}
+			},
+			setup: func(t *testing.T, ws string) {
+				require.NoError(t, os.MkdirAll(filepath.Join(ws, "state"), 0o755))
+				os.Remove(filepath.Join(ws, "state", "tasks.json"))
+			},
+			calls: func(ws string) []compatCall {
+				return []compatCall{
+					{Tool: "request_planning", Arguments: map[string]any{"originalRequest": "brew tea",
+						"tasks": []any{map[string]any{"title": "boil water", "description": "kettle"}}}, Expect: "req-1"},
+					{Tool: "list_requests", Expect: "brew tea"},
+				}
+			},
+		},
+		compatServer{
+			name:      "excel-mcp-server",
+			launchers: npmLaunchers("@negokaz/excel-mcp-server", "excel-mcp-server", false),
+			setup: func(t *testing.T, ws string) {
+				writeBlankXLSX(t, filepath.Join(ws, "book.xlsx"))
+			},
+			calls: func(ws string) []compatCall {
+				book := filepath.Join(ws, "book.xlsx")
+				return []compatCall{
+					{Tool: "excel_write_to_sheet", Arguments: map[string]any{"fileAbsolutePath": book, "sheetName": "Sheet1",
+						"newSheet": false, "range": "A1:B1", "values": []any{[]any{"tea", 42}}}, Expect: "wrote"},
+					{Tool: "excel_read_sheet", Arguments: map[string]any{"fileAbsolutePath": book, "sheetName": "Sheet1"}, Expect: "<td>42</td>"},
+				}
+			},
+		},
+	)
 	pyScript := filepath.Join(root, "testdata", "servers", "py", "notes", "server.py")
 	py := compatServer{
 		name:      "python stdlib notes",
@@ -183,7 +294,11 @@ func TestCompat(t *testing.T) {
 		Detail                   string
 	}
 	var cells []cell
+	only := os.Getenv("MCPGUARD_COMPAT_SERVERS") // a regexp: run only the servers it matches
 	for _, srv := range servers {
+		if only != "" && !regexp.MustCompile(only).MatchString(srv.name) {
+			continue
+		}
 		names := make([]string, 0, len(srv.launchers))
 		for n := range srv.launchers {
 			names = append(names, n)
@@ -206,16 +321,10 @@ func TestCompat(t *testing.T) {
 			}
 			// The policy, as the docs say to make it.
 			pol := filepath.Join(t.TempDir(), "policy.json")
-			initArgs := []string{"policy", "init", "--out", pol}
-			for k, v := range env {
-				initArgs = append(initArgs, "--env", k+"="+v)
+			out, err := e.policyInit(ws, pol, env, nil, argv)
+			if err == nil && srv.edit != nil {
+				editPolicy(t, pol, srv.edit)
 			}
-			initArgs = append(append(initArgs, "--"), argv...)
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			ic := exec.CommandContext(ctx, bin, initArgs...)
-			ic.Dir = ws
-			out, err := ic.CombinedOutput()
-			cancel()
 			for _, cfg := range compatConfigs {
 				c := cell{Server: srv.name, Launcher: ln, Config: cfg}
 				if err != nil {
@@ -328,4 +437,74 @@ func lastLineOf(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// gitRepo makes ws a git repository with one commit and an untracked file
+// (once; later calls find it there).
+func gitRepo(t *testing.T, ws string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(ws, ".git")); err == nil {
+		return
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "readme.txt"), []byte("compat\n"), 0o644))
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"add", "readme.txt"},
+		{"-c", "user.name=compat", "-c", "user.email=compat@example.invalid", "commit", "-q", "-m", "first commit"},
+	} {
+		c := exec.Command("git", args...)
+		c.Dir = ws
+		out, err := c.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("untracked\n"), 0o644))
+}
+
+// addRuntimeExec is the documented edit for a server that runs a program
+// (docs/compat.md): the program, found on PATH, into runtime.exec.
+func addRuntimeExec(t *testing.T, p map[string]any, name string) {
+	t.Helper()
+	prog, err := exec.LookPath(name)
+	require.NoError(t, err)
+	rt, _ := p["runtime"].(map[string]any)
+	if rt == nil {
+		rt = map[string]any{}
+		p["runtime"] = rt
+	}
+	ex, _ := rt["exec"].([]any)
+	rt["exec"] = append(ex, prog)
+}
+
+// writeBlankXLSX writes a workbook with one empty sheet, Sheet1: the
+// smallest file excel-mcp-server (excelize) opens.
+func writeBlankXLSX(t *testing.T, path string) {
+	t.Helper()
+	const hdr = `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>`
+	const rel = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+	parts := []struct{ name, body string }{
+		{"[Content_Types].xml", hdr + `<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">` +
+			`<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>` +
+			`<Default Extension="xml" ContentType="application/xml"/>` +
+			`<Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>` +
+			`<Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>`},
+		{"_rels/.rels", hdr + `<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">` +
+			`<Relationship Id="rId1" Type="` + rel + `/officeDocument" Target="xl/workbook.xml"/></Relationships>`},
+		{"xl/workbook.xml", hdr + `<workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="` + rel + `">` +
+			`<sheets><sheet name="Sheet1" sheetId="1" r:id="rId1"/></sheets></workbook>`},
+		{"xl/_rels/workbook.xml.rels", hdr + `<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">` +
+			`<Relationship Id="rId1" Type="` + rel + `/worksheet" Target="worksheets/sheet1.xml"/></Relationships>`},
+		{"xl/worksheets/sheet1.xml", hdr + `<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">` +
+			`<dimension ref="A1"/><sheetData/></worksheet>`},
+	}
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	z := zip.NewWriter(f)
+	for _, p := range parts {
+		w, err := z.Create(p.name)
+		require.NoError(t, err)
+		_, err = w.Write([]byte(p.body))
+		require.NoError(t, err)
+	}
+	require.NoError(t, z.Close())
+	require.NoError(t, f.Close())
 }

@@ -188,7 +188,10 @@ func (r *Resolver) Resolve(ctx context.Context, c Command) (*Runtime, error) {
 		g.read(p, "policy runtime.read")
 	}
 	for _, p := range r.o.ExtraExec {
-		g.exec(p, "policy runtime.exec")
+		g.helpers = append(g.helpers, helperProg{p, "policy runtime.exec"})
+	}
+	for _, h := range g.helpers {
+		r.helper(ctx, c, h.path, h.why, g)
 	}
 	slices.Sort(rt.Read)
 	rt.Read = compactTrees(rt.Read)
@@ -200,7 +203,12 @@ func (r *Resolver) Resolve(ctx context.Context, c Command) (*Runtime, error) {
 type grants struct {
 	home string
 	rt   *Runtime
+	// helpers are programs the server runs besides itself, granted with
+	// their own chains by Resolver.helper.
+	helpers []helperProg
 }
+
+type helperProg struct{ path, why string }
 
 func (g *grants) note(format string, args ...any) {
 	g.rt.Notes = append(g.rt.Notes, fmt.Sprintf(format, args...))
