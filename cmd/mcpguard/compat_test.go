@@ -2,10 +2,13 @@ package main
 
 import (
 	"archive/zip"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +16,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -115,6 +120,7 @@ func editPolicy(t *testing.T, pol string, edit func(p map[string]any)) {
 }
 
 func TestCompat(t *testing.T) {
+	t.Parallel()
 	e := newCompatEnv(t)
 	root, compat, nm, node, runBin := e.root, e.compat, e.nm, e.node, e.runBin
 	goSrv := filepath.Join(t.TempDir(), "mcp-go-filesystem")
@@ -209,11 +215,20 @@ func TestCompat(t *testing.T) {
 		},
 	}
 	// Servers beyond @modelcontextprotocol's: launched by `node <entry>`
-	// and `.bin` only (no npx), to keep the suite's wall time down.
+	// only (MCPGUARD_COMPAT_ALL_LAUNCHERS=1 adds `.bin`), to keep the
+	// suite's wall time down; `.bin` and npx are covered by the servers
+	// above, through the same resolver.
+	more := func(pkg, binName string) map[string][]string {
+		l := npmLaunchers(pkg, binName, false)
+		if os.Getenv("MCPGUARD_COMPAT_ALL_LAUNCHERS") != "1" {
+			delete(l, "node_modules/.bin")
+		}
+		return l
+	}
 	servers = append(servers,
 		compatServer{
 			name:      "git-mcp-server",
-			launchers: npmLaunchers("@cyanheads/git-mcp-server", "git-mcp-server", false),
+			launchers: more("@cyanheads/git-mcp-server", "git-mcp-server"),
 			setup:     gitRepo,
 			// Documented edit: git-mcp-server runs git, a program the
 			// resolver cannot see from the command: runtime.exec.
@@ -227,7 +242,7 @@ func TestCompat(t *testing.T) {
 		},
 		compatServer{
 			name:      "mcp-taskmanager",
-			launchers: npmLaunchers("@kazuph/mcp-taskmanager", "mcp-taskmanager", false),
+			launchers: more("@kazuph/mcp-taskmanager", "mcp-taskmanager"),
 			env: func(ws string) map[string]string {
 				return map[string]string{"TASK_MANAGER_FILE_PATH": filepath.Join(ws, "state", "tasks.json")}
 			},
@@ -245,7 +260,7 @@ func TestCompat(t *testing.T) {
 		},
 		compatServer{
 			name:      "excel-mcp-server",
-			launchers: npmLaunchers("@negokaz/excel-mcp-server", "excel-mcp-server", false),
+			launchers: more("@negokaz/excel-mcp-server", "excel-mcp-server"),
 			setup: func(t *testing.T, ws string) {
 				writeBlankXLSX(t, filepath.Join(ws, "book.xlsx"))
 			},
@@ -507,4 +522,213 @@ func writeBlankXLSX(t *testing.T, path string) {
 	}
 	require.NoError(t, z.Close())
 	require.NoError(t, f.Close())
+}
+
+// sink is a loopback TCP listener that keeps every byte it is sent: the
+// exfiltration oracle of TestCompatTwins.
+type sink struct {
+	ln  net.Listener
+	mu  sync.Mutex
+	got []byte
+}
+
+func newSink(t *testing.T) *sink {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &sink{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				b, _ := io.ReadAll(c)
+				s.mu.Lock()
+				s.got = append(s.got, b...)
+				s.mu.Unlock()
+			}()
+		}
+	}()
+	return s
+}
+
+func (s *sink) port() string { return fmt.Sprint(s.ln.Addr().(*net.TCPAddr).Port) }
+
+func (s *sink) has(canary string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Contains(s.got, []byte(canary))
+}
+
+func (s *sink) reset() {
+	s.mu.Lock()
+	s.got = nil
+	s.mu.Unlock()
+}
+
+// TestCompatTwins runs trojaned twins of two real npm servers
+// (testdata/compat/trojans: a wrapper package that imports the real
+// server's entry module and adds an attack) through `mcpguard run`, with
+// policies made by `policy init` as for their real twins. Oracles outside
+// the guard decide: a canary arriving at a loopback sink the test owns, a
+// planted file appearing. Each attack must succeed under C0 (it is
+// viable) and fail under C-landlock and C-full-landlock, with the twin's
+// benign calls working under every config. C-app's verdict is reported:
+// L1 and L2 judge tool calls, and these attacks make none.
+func TestCompatTwins(t *testing.T) {
+	t.Parallel()
+	e := newCompatEnv(t)
+	sk := newSink(t)
+	twins := filepath.Join(e.compat, "trojans")
+	const planted = "mcpguard-twin-planted"
+	type attack struct {
+		twin, name, class string
+		// hit reports whether the attack happened, from outside the guard.
+		hit func(ws, home string) bool
+		// expectNotBlocked, when set, says why this machine's L3 cannot
+		// stop the attack: it is then reported, not asserted.
+		expectNotBlocked string
+	}
+	plantedAt := func(rel func(ws, home string) string) func(ws, home string) bool {
+		return func(ws, home string) bool {
+			b, err := os.ReadFile(rel(ws, home))
+			return err == nil && bytes.Contains(b, []byte(planted))
+		}
+	}
+	const sshCanary, envCanary = "CANARY-SSH-7f3a91", "CANARY-ENV-c02b64"
+	attacks := []attack{
+		{twin: "filesystem-twin", name: "ssh-at-start", class: "exfiltration",
+			hit: func(ws, home string) bool { return sk.has(sshCanary) }},
+		{twin: "filesystem-twin", name: "child-env", class: "exfiltration",
+			hit: func(ws, home string) bool { return sk.has(envCanary) }},
+		{twin: "filesystem-twin", name: "hook-on-call", class: "persistence",
+			hit: plantedAt(func(ws, home string) string { return filepath.Join(ws, ".git", "hooks", "pre-commit") })},
+		{twin: "memory-twin", name: "env-on-call", class: "exfiltration",
+			hit: func(ws, home string) bool { return sk.has(envCanary) }},
+		{twin: "memory-twin", name: "child-hook", class: "persistence",
+			hit: plantedAt(func(ws, home string) string { return filepath.Join(ws, ".git", "hooks", "post-checkout") })},
+		{twin: "memory-twin", name: "bashrc-at-start", class: "persistence",
+			hit: plantedAt(func(ws, home string) string { return filepath.Join(home, ".bashrc") })},
+	}
+	if os.Geteuid() != 0 {
+		// The write root holds .git: only a root proxy's mount namespace
+		// keeps .git/hooks read-only inside it (guard/launch.Protect).
+		attacks[2].expectNotBlocked = "non-root proxy: .git/hooks inside the write root stays writable without a mount namespace"
+	}
+	type verdict struct {
+		Twin, Attack, Class, Config string
+		Attacked, BenignOK          bool
+		Detail                      string
+	}
+	var verdicts []verdict
+	// One policy per twin: policy init ignores the --twin-* arguments
+	// (they select an attack, not a tool), so a twin's policy is the same
+	// whichever attack its command names.
+	// The workspace and HOME are a twin's too (reset before every session):
+	// the memory twin's policy names its state directory.
+	policies := map[string]string{}
+	dirs := map[string][2]string{}
+	for _, a := range attacks {
+		if _, ok := dirs[a.twin]; !ok {
+			dirs[a.twin] = [2]string{t.TempDir(), t.TempDir()}
+		}
+		ws, home := dirs[a.twin][0], dirs[a.twin][1]
+		reset := func() {
+			sk.reset()
+			require.NoError(t, os.RemoveAll(filepath.Join(ws, ".git")))
+			require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello compat\n"), 0o644))
+			require.NoError(t, os.MkdirAll(filepath.Join(ws, "state"), 0o755))
+			os.Remove(filepath.Join(ws, "state", "memory.jsonl"))
+			require.NoError(t, os.WriteFile(filepath.Join(home, ".bashrc"), []byte("# the user's\n"), 0o644))
+			require.NoError(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "id_rsa"), []byte(sshCanary+"\n"), 0o600))
+			require.NoError(t, os.MkdirAll(filepath.Join(home, "project"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(home, "project", ".env"), []byte("API_KEY="+envCanary+"\n"), 0o644))
+		}
+		reset()
+		argv := []string{e.node, filepath.Join(twins, a.twin, "index.mjs"), "--twin-attack=" + a.name, "--twin-sink=" + sk.port()}
+		env := map[string]string{}
+		var calls []compatCall
+		switch a.twin {
+		case "filesystem-twin":
+			argv = append(argv, ws)
+			calls = []compatCall{
+				{Tool: "list_directory", Arguments: map[string]any{"path": ws}, Expect: "hello.txt"},
+				{Tool: "read_text_file", Arguments: map[string]any{"path": filepath.Join(ws, "hello.txt")}, Expect: "hello compat"},
+			}
+		case "memory-twin":
+			env["MEMORY_FILE_PATH"] = filepath.Join(ws, "state", "memory.jsonl")
+			calls = []compatCall{
+				{Tool: "create_entities", Arguments: map[string]any{"entities": []any{map[string]any{"name": "alice", "entityType": "person", "observations": []any{"likes tea"}}}}, Expect: "alice"},
+				{Tool: "read_graph", Expect: "likes tea"},
+			}
+		}
+		// The user's policy step runs the twin unconfined, as it would for
+		// the real server; the fake HOME keeps its attack off this machine.
+		pol, ok := policies[a.twin]
+		if !ok {
+			pol = filepath.Join(t.TempDir(), "policy.json")
+			out, err := e.policyInit(ws, pol, env, map[string]string{"HOME": home}, argv)
+			require.NoError(t, err, "policy init %s: %s", a.twin, tail(string(out), 500))
+			policies[a.twin] = pol
+		}
+		sessEnv := maps.Clone(env)
+		sessEnv["HOME"] = home
+		for _, cfg := range compatConfigs {
+			reset()
+			ok, detail := compatSession(t, e.node, e.compat, e.runBin, cfg, pol, ws, argv, sessEnv, calls)
+			hit := false
+			// Attacks on a tool result or in a child may land just after
+			// the session: wait a little.
+			for deadline := time.Now().Add(time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if hit = a.hit(ws, home); hit || time.Now().After(deadline) {
+					break
+				}
+			}
+			verdicts = append(verdicts, verdict{a.twin, a.name, a.class, cfg, hit, ok, detail})
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-16s %-16s %-13s", "twin", "attack", "class")
+	for _, c := range compatConfigs {
+		fmt.Fprintf(&b, " %-18s", c)
+	}
+	b.WriteString("\n")
+	for i := 0; i < len(verdicts); i += len(compatConfigs) {
+		v := verdicts[i]
+		fmt.Fprintf(&b, "%-16s %-16s %-13s", v.Twin, v.Attack, v.Class)
+		for _, v := range verdicts[i : i+len(compatConfigs)] {
+			mark := "blocked"
+			if v.Attacked {
+				mark = "ATTACKED"
+			}
+			if !v.BenignOK {
+				mark += "/benign-FAIL"
+			}
+			fmt.Fprintf(&b, " %-18s", mark)
+		}
+		b.WriteString("\n")
+	}
+	t.Logf("trojaned twins (an attack happened when its oracle saw it; run binary %s):\n%s", e.runBin, b.String())
+	for i, v := range verdicts {
+		a := attacks[i/len(compatConfigs)]
+		where := fmt.Sprintf("%s %s under %s", v.Twin, v.Attack, v.Config)
+		assert.True(t, v.BenignOK, "%s: benign calls: %s", where, v.Detail)
+		switch v.Config {
+		case "C0":
+			assert.True(t, v.Attacked, "%s: the attack must succeed without a guard (else it proves nothing)", where)
+		case "C-landlock", "C-full-landlock":
+			if a.expectNotBlocked != "" {
+				t.Logf("%s: not blocked, expected: %s", where, a.expectNotBlocked)
+				continue
+			}
+			assert.False(t, v.Attacked, "%s: L3 must block it", where)
+		}
+	}
 }
