@@ -140,7 +140,7 @@ func TestCompat(t *testing.T) {
 			Bin     map[string]string `json:"bin"`
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "package.json"))
-		require.NoError(t, err)
+		require.NoError(t, err, "%s not installed: run scripts/deps.sh", pkg)
 		require.NoError(t, json.Unmarshal(b, &m))
 		l := map[string][]string{
 			"node <entry>":      append([]string{node, filepath.Join(dir, m.Bin[binName])}, args...),
