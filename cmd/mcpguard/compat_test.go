@@ -49,7 +49,13 @@ type compatServer struct {
 	setup func(t *testing.T, ws string)
 	// edit is the documented edit of policy init's output (docs/compat.md).
 	edit func(p map[string]any)
+	// procEnv is the user's environment for policy init and the session
+	// (not state: no --env).
+	procEnv map[string]string
 }
+
+// wsArg in a launcher's argv stands for the cell's workspace.
+const wsArg = "\x00WS"
 
 // Configs that run on a host with Landlock and without BPF LSM.
 var compatConfigs = []string{"C0", "C-app", "C-landlock", "C-full-landlock"}
@@ -157,7 +163,6 @@ func TestCompat(t *testing.T) {
 	hello := func(t *testing.T, ws string) {
 		require.NoError(t, os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello compat\n"), 0o644))
 	}
-	const wsArg = "\x00WS"
 	servers := []compatServer{
 		{
 			name:      "server-filesystem",
@@ -302,6 +307,9 @@ func TestCompat(t *testing.T) {
 		py.launchers["python3 (version manager shim)"] = []string{"python3", "-B", pyScript, "--ws", wsArg}
 	}
 	servers = append(servers, py)
+	if tool := pyToolServer(t, root); tool != nil {
+		servers = append(servers, *tool)
+	}
 
 	type cell struct {
 		Server, Launcher, Config string
@@ -336,7 +344,7 @@ func TestCompat(t *testing.T) {
 			}
 			// The policy, as the docs say to make it.
 			pol := filepath.Join(t.TempDir(), "policy.json")
-			out, err := e.policyInit(ws, pol, env, nil, argv)
+			out, err := e.policyInit(ws, pol, env, srv.procEnv, argv)
 			if err == nil && srv.edit != nil {
 				editPolicy(t, pol, srv.edit)
 			}
@@ -350,7 +358,9 @@ func TestCompat(t *testing.T) {
 				if srv.setup != nil {
 					srv.setup(t, ws)
 				}
-				c.OK, c.Detail = compatSession(t, node, compat, runBin, cfg, pol, ws, argv, env, srv.calls(ws))
+				sessEnv := maps.Clone(env)
+				maps.Copy(sessEnv, srv.procEnv)
+				c.OK, c.Detail = compatSession(t, node, compat, runBin, cfg, pol, ws, argv, sessEnv, srv.calls(ws))
 				cells = append(cells, c)
 			}
 		}
@@ -730,5 +740,66 @@ func TestCompatTwins(t *testing.T) {
 			}
 			assert.False(t, v.Attacked, "%s: L3 must block it", where)
 		}
+	}
+}
+
+// pyToolServer is the Python notes server installed as a tool, the way
+// `uv tool install` and `pipx install` lay it out (there is no PyPI here):
+// a venv per tool under a fake HOME's default tool directories, the
+// server's module in its site-packages and a console script in its bin.
+// It is launched as `uvx py-notes-server` and `pipx run py-notes-server`,
+// with stand-ins for uvx and pipx on PATH that run the installed tool
+// (what the real ones do for an installed tool); under L3 mcpguard
+// resolves the command to the entry point itself. Nil when python3 -m
+// venv does not work here.
+func pyToolServer(t *testing.T, root string) *compatServer {
+	t.Helper()
+	const name = "py-notes-server"
+	home, bin := t.TempDir(), t.TempDir()
+	src := filepath.Join(root, "testdata", "servers", "py")
+	for _, venv := range []string{
+		filepath.Join(home, ".local", "share", "uv", "tools", name),
+		filepath.Join(home, ".local", "share", "pipx", "venvs", name),
+	} {
+		if out, err := exec.Command("/usr/bin/python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
+			t.Logf("no installed-tool cells: python3 -m venv: %v: %s", err, out)
+			return nil
+		}
+		site, err := filepath.Glob(filepath.Join(venv, "lib", "python*", "site-packages"))
+		require.NoError(t, err)
+		require.Len(t, site, 1)
+		for from, to := range map[string]string{"mcpstdio.py": "mcpstdio.py", "notes/server.py": "py_notes_server.py"} {
+			b, err := os.ReadFile(filepath.Join(src, from))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(site[0], to), b, 0o644))
+		}
+		require.NoError(t, os.MkdirAll(filepath.Join(site[0], "py_notes_server-1.0.0.dist-info"), 0o755))
+		script := "#!" + filepath.Join(venv, "bin", "python") + "\nimport runpy\nrunpy.run_module('py_notes_server', run_name='__main__', alter_sys=True)\n"
+		require.NoError(t, os.WriteFile(filepath.Join(venv, "bin", name), []byte(script), 0o755))
+	}
+	stand := map[string]string{
+		"uvx":  "#!/bin/sh\n# stand-in for uvx: installed tools only\nn=$1; shift; exec \"$HOME/.local/share/uv/tools/$n/bin/$n\" \"$@\"\n",
+		"pipx": "#!/bin/sh\n# stand-in for pipx run: installed packages only\n[ \"$1\" = run ] || exit 2; shift; n=$1; shift; exec \"$HOME/.local/share/pipx/venvs/$n/bin/$n\" \"$@\"\n",
+	}
+	for n, body := range stand {
+		require.NoError(t, os.WriteFile(filepath.Join(bin, n), []byte(body), 0o755))
+	}
+	return &compatServer{
+		name: "python notes, installed",
+		launchers: map[string][]string{
+			"uvx":      {"uvx", name, "--ws", wsArg},
+			"pipx run": {"pipx", "run", name, "--ws", wsArg},
+		},
+		procEnv: map[string]string{"HOME": home, "PATH": bin + string(os.PathListSeparator) + os.Getenv("PATH")},
+		setup: func(t *testing.T, ws string) {
+			require.NoError(t, os.MkdirAll(filepath.Join(ws, "notes"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(ws, "notes", "todo.txt"), []byte("buy tea\n"), 0o644))
+		},
+		calls: func(ws string) []compatCall {
+			return []compatCall{
+				{Tool: "list_notes", Expect: "todo"},
+				{Tool: "read_note", Arguments: map[string]any{"name": "todo"}, Expect: "buy tea"},
+			}
+		},
 	}
 }
