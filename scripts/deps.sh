@@ -39,7 +39,9 @@ fi
 # the official TypeScript SDK client and real servers from npm, and npx's
 # cache filled with the same servers, so that its `npx -y` cells resolve
 # without a download at test time.
-if [ ! -d testdata/compat/node_modules/@modelcontextprotocol/sdk ]; then
+# Again when package-lock.json changed since (servers added to the suite).
+if [ ! -d testdata/compat/node_modules/@modelcontextprotocol/sdk ] ||
+	[ testdata/compat/package-lock.json -nt testdata/compat/node_modules/.package-lock.json ]; then
 	echo "deps: npm ci in testdata/compat" >&2
 	(cd testdata/compat && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -364,19 +364,25 @@ func stateRoot(v string) string {
 }
 
 // serverName names a server after what it runs, not after its
-// interpreter: the npm package of `npx PKG` or of a node entry file, a
-// script's base name, otherwise the program's.
+// interpreter: the package of `npx PKG`, `uvx PKG` or `pipx run PKG`, or
+// of a node entry file, a script's base name, otherwise the program's.
 func serverName(argv []string) string {
 	base := filepath.Base(argv[0])
 	rest := argv[1:]
-	if base == "npm" && len(rest) > 0 {
-		rest = rest[1:]
+	if (base == "npm" || base == "pipx") && len(rest) > 0 {
+		rest = rest[1:] // exec, run
 	}
-	for _, a := range rest {
+	for i, a := range rest {
 		if strings.HasPrefix(a, "-") {
+			// uvx --from PKG, pipx run --spec PKG: the package.
+			if (a == "--from" || a == "--spec") && i+1 < len(rest) && (base == "uvx" || base == "pipx") {
+				return pyPackage(rest[i+1])
+			}
 			continue
 		}
 		switch {
+		case base == "uvx" || base == "pipx":
+			return pyPackage(a)
 		case base == "npx" || base == "npm":
 			name := a
 			if i := strings.LastIndexByte(name, '@'); i > 0 {
@@ -392,6 +398,14 @@ func serverName(argv []string) string {
 		return base
 	}
 	return base
+}
+
+// pyPackage is the name in a Python requirement ("pkg[x]==1" -> "pkg").
+func pyPackage(req string) string {
+	if f := strings.FieldsFunc(req, func(r rune) bool { return strings.ContainsRune("@=[<>~! ", r) }); len(f) > 0 {
+		return f[0]
+	}
+	return req
 }
 
 // packageOf is the name in the nearest package.json above file, "" when

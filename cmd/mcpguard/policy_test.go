@@ -241,6 +241,11 @@ func TestServerName(t *testing.T) {
 		"python3 -u /srv/notes/server.py": "server",
 		"node ./relative/entry.js":        "entry",
 		"/usr/local/bin/mcp-go-server":    "mcp-go-server",
+		"uvx mcp-server-fetch@1.2 --x":    "mcp-server-fetch",
+		"uvx --from pkg[cli]==2 cmd":      "pkg",
+		"pipx run --spec notes==1 notes":  "notes",
+		"pipx run notes-server":           "notes-server",
+		"uvx @":                           "@",
 	} {
 		assert.Equal(t, want, serverName(strings.Fields(argv)), argv)
 	}

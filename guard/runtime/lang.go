@@ -179,7 +179,7 @@ func nodeRuntime(node, code string, env []string, g *grants) bool {
 	}
 	walk(root, 0)
 	for _, b := range bundledBinaries(root) {
-		g.exec(b, "binary bundled in "+root)
+		g.helpers = append(g.helpers, helperProg{b, "binary bundled in " + root})
 	}
 	return true
 }

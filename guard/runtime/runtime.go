@@ -14,7 +14,8 @@
 // Launchers that would otherwise fetch code from inside the sandbox (npx,
 // npm exec) are resolved first, outside the sandbox and with the user's
 // network: the command is rewritten to `node <entry>` and the installed
-// package becomes a runtime tree.
+// package becomes a runtime tree. uvx and `pipx run` are resolved to the
+// entry point of the installed tool (pytools.go), or refused at once.
 package runtime
 
 import (
@@ -120,8 +121,11 @@ func (r *Resolver) Resolve(ctx context.Context, c Command) (*Runtime, error) {
 		if err != nil {
 			return nil, err
 		}
-	} else if name := filepath.Base(prog); name == "uvx" || name == "pipx" {
-		return nil, fmt.Errorf("%w: %s fetches and runs packages at start, which cannot work under L3; install the package first (e.g. into a venv) and run its entry point, e.g. /path/to/venv/bin/SERVER", ErrUnresolved, name)
+	} else if isPyTool(argv) {
+		argv, err = r.resolvePyTool(ctx, c, argv, g)
+		if err != nil {
+			return nil, err
+		}
 	}
 	// A shim (pyenv, rbenv, asdf, nodenv) runs a shell script that picks
 	// the real program from version files under $HOME: run the real one.
@@ -188,7 +192,10 @@ func (r *Resolver) Resolve(ctx context.Context, c Command) (*Runtime, error) {
 		g.read(p, "policy runtime.read")
 	}
 	for _, p := range r.o.ExtraExec {
-		g.exec(p, "policy runtime.exec")
+		g.helpers = append(g.helpers, helperProg{p, "policy runtime.exec"})
+	}
+	for _, h := range g.helpers {
+		r.helper(ctx, c, h.path, h.why, g)
 	}
 	slices.Sort(rt.Read)
 	rt.Read = compactTrees(rt.Read)
@@ -200,7 +207,12 @@ func (r *Resolver) Resolve(ctx context.Context, c Command) (*Runtime, error) {
 type grants struct {
 	home string
 	rt   *Runtime
+	// helpers are programs the server runs besides itself, granted with
+	// their own chains by Resolver.helper.
+	helpers []helperProg
 }
+
+type helperProg struct{ path, why string }
 
 func (g *grants) note(format string, args ...any) {
 	g.rt.Notes = append(g.rt.Notes, fmt.Sprintf(format, args...))

@@ -254,3 +254,41 @@ func TestNodeStrayPackageInHome(t *testing.T) {
 	assert.True(t, covered(rt.Read, filepath.Dir(script)), "%v", rt.Read)
 	assert.False(t, covered(rt.Read, home), "%v", rt.Read)
 }
+
+// A program in runtime.exec runs with its ELF loader, and git is asked
+// which configuration files it reads: the global file and what it
+// includes are granted read-only, the repository's own config is not.
+func TestHelperGit(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git not installed")
+	}
+	home := t.TempDir()
+	extra := filepath.Join(t.TempDir(), "extra.cfg")
+	write(t, extra, "[user]\n\tname = compat\n", 0o644)
+	write(t, filepath.Join(home, ".gitconfig"), "[include]\n\tpath = "+extra+"\n", 0o644)
+	write(t, filepath.Join(home, ".config", "git", "ignore"), "*.swp\n", 0o644)
+	env := []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+	rt, err := New(Options{ExtraExec: []string{git}}).Resolve(context.Background(), Command{Argv: []string{"/bin/true"}, Dir: t.TempDir(), Env: env})
+	require.NoError(t, err)
+	assert.Contains(t, rt.Exec, git)
+	chain, err := Interpreters(git, "/usr/bin:/bin")
+	require.NoError(t, err)
+	for _, c := range chain {
+		assert.Contains(t, rt.Exec, c, "git's loader runs too")
+	}
+	for _, f := range []string{filepath.Join(home, ".gitconfig"), extra, filepath.Join(home, ".config", "git", "ignore")} {
+		assert.True(t, covered(rt.Read, f), "%s readable (%v)", f, rt.Read)
+	}
+	if _, err := os.Stat("/etc/gitconfig"); err == nil {
+		assert.True(t, covered(rt.Read, "/etc/gitconfig"))
+	}
+	assert.False(t, covered(rt.Read, home), "only the files, not $HOME")
+	assert.False(t, covered(rt.Read, filepath.Join(home, ".config", "git", "credentials")))
+}
+
+func TestGitOrigins(t *testing.T) {
+	out := "file:/etc/gitconfig\tcore.pager=less\nfile:/home/u/.gitconfig\tuser.name=u\n" +
+		"command line:\tx=y\nfile:\"/odd\\tname\"\ta=b\nfile:relative\tc=d\n"
+	assert.Equal(t, []string{"/etc/gitconfig", "/home/u/.gitconfig"}, gitOrigins([]byte(out)))
+}
