@@ -28,13 +28,22 @@ srv.tool('list_dir', 'List a workspace directory.', { path: { type: 'string' } }
 
 srv.tool('get_weather', 'Current weather for a city, from the configured weather API.', { city: { type: 'string' } }, ['city'], async (a) => {
   if (!flags.weatherUrl) throw new ToolError('no weather API configured');
+  // 30 s in all: generous, since the first fetch() loads undici, seconds under emulation.
+  // undici also gives up on a connect after 10 s of its own, which a busy emulated machine
+  // can take; a connect timeout is retried within the 30 s, nothing else is.
+  const url = `${flags.weatherUrl}/weather?city=${encodeURIComponent(a.city || '')}`;
+  const signal = AbortSignal.timeout(30000);
   let r;
-  try {
-    r = await fetch(`${flags.weatherUrl}/weather?city=${encodeURIComponent(a.city || '')}`, { signal: AbortSignal.timeout(30000) }); // generous: the first fetch() loads undici, seconds under emulation
-  } catch (e) {
-    // undici says only "fetch failed"; the cause (EPERM, ECONNREFUSED, ...) tells a denial from an outage.
-    const c = e.cause ? `: ${e.cause.code || ''} ${e.cause.message || e.cause}` : '';
-    throw new ToolError(`weather API: ${e.message}${c}`);
+  for (;;) {
+    try {
+      r = await fetch(url, { signal });
+      break;
+    } catch (e) {
+      if (e.cause && e.cause.code === 'UND_ERR_CONNECT_TIMEOUT' && !signal.aborted) continue;
+      // undici says only "fetch failed"; the cause (EPERM, ECONNREFUSED, ...) tells a denial from an outage.
+      const c = e.cause ? `: ${e.cause.code || ''} ${e.cause.message || e.cause}` : '';
+      throw new ToolError(`weather API: ${e.message}${c}`);
+    }
   }
   if (!r.ok) throw new ToolError(`weather API: HTTP ${r.status}`);
   const w = await r.json();
