@@ -3,16 +3,12 @@
 package mcpguard_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcpguard/mcpguard/bpf"
+	"github.com/mcpguard/mcpguard/bpf/member"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/sandbox"
 	"github.com/mcpguard/mcpguard/internal/testenv"
@@ -75,11 +72,11 @@ func BenchmarkLSM(b *testing.B) {
 
 	// Joining and leaving the session is done by an unguarded helper
 	// process: a guarded task (this one, while timed) gets no bpf().
-	member, err := startMember(s.PolicyID())
+	mem, err := member.Start(filepath.Join(sandbox.DefaultPinRoot, bpf.Version(), "tasks"), s.PolicyID(), os.Getpid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer member.close()
+	defer mem.Close()
 
 	ops := []struct {
 		name string
@@ -114,13 +111,13 @@ func BenchmarkLSM(b *testing.B) {
 			reportProgNs(b, o.prog, o.op)
 		})
 		b.Run(o.name+"/guarded", func(b *testing.B) {
-			if err := member.join(); err != nil {
+			if err := mem.Join(); err != nil {
 				b.Fatal(err)
 			}
 			released := false
 			defer func() {
 				if !released {
-					member.leave()
+					mem.Leave()
 				}
 			}()
 			// Fail loudly if the guard is not really on: a denied open
@@ -151,7 +148,7 @@ func BenchmarkLSM(b *testing.B) {
 				}
 				guardedT += time.Since(t0)
 				b.StopTimer()
-				if err := member.leave(); err != nil {
+				if err := mem.Leave(); err != nil {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
@@ -161,7 +158,7 @@ func BenchmarkLSM(b *testing.B) {
 					}
 				}
 				unguardedT += time.Since(t1)
-				if err := member.join(); err != nil {
+				if err := mem.Join(); err != nil {
 					b.Fatal(err)
 				}
 				k = 0
@@ -171,7 +168,7 @@ func BenchmarkLSM(b *testing.B) {
 			// Unguarded again before reading program statistics: a guarded
 			// task gets no bpf() at all.
 			b.StopTimer()
-			if err := member.leave(); err != nil {
+			if err := mem.Leave(); err != nil {
 				b.Fatal(err)
 			}
 			released = true
@@ -192,95 +189,6 @@ func BenchmarkLSM(b *testing.B) {
 // run-time statistics on, and reports the attached program prog's average
 // run time per call as prog-ns (skipped, with a log line, where the
 // statistics cannot be read).
-// benchMemberEnv starts this test binary as the membership helper:
-// "PIN-DIR:POLICY-ID:PID". It reads "join" or "leave" lines and adds PID to
-// or removes it from the session's tasks map, answering "ok" or the error.
-const benchMemberEnv = "MCPGUARD_BENCH_MEMBER"
-
-func init() {
-	if v := os.Getenv(benchMemberEnv); v != "" {
-		os.Exit(benchMember(v))
-	}
-}
-
-func benchMember(v string) int {
-	parts := strings.Split(v, ":")
-	if len(parts) != 3 {
-		return 2
-	}
-	id, _ := strconv.ParseUint(parts[1], 10, 64)
-	pid, _ := strconv.ParseUint(parts[2], 10, 32)
-	m, err := ebpf.LoadPinnedMap(filepath.Join(parts[0], "tasks"), nil)
-	if err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	sc := bufio.NewScanner(os.Stdin)
-	for sc.Scan() {
-		var err error
-		switch sc.Text() {
-		case "join":
-			err = m.Put(uint32(pid), id)
-		case "leave":
-			err = m.Delete(uint32(pid))
-		default:
-			err = fmt.Errorf("unknown request %q", sc.Text())
-		}
-		if err != nil {
-			fmt.Println(strings.ReplaceAll(err.Error(), "\n", " "))
-		} else {
-			fmt.Println("ok")
-		}
-	}
-	return 0
-}
-
-// member talks to the membership helper.
-type member struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Scanner
-}
-
-func startMember(id uint64) (*member, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d:%d", benchMemberEnv,
-		filepath.Join(sandbox.DefaultPinRoot, bpf.Version()), id, os.Getpid()))
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return &member{cmd: cmd, in: in, out: bufio.NewScanner(out)}, nil
-}
-
-func (m *member) do(req string) error {
-	if _, err := fmt.Fprintln(m.in, req); err != nil {
-		return err
-	}
-	if !m.out.Scan() {
-		return fmt.Errorf("membership helper gone: %v", m.out.Err())
-	}
-	if r := m.out.Text(); r != "ok" {
-		return fmt.Errorf("membership helper: %s", r)
-	}
-	return nil
-}
-
-func (m *member) join() error  { return m.do("join") }
-func (m *member) leave() error { return m.do("leave") }
-func (m *member) close()       { m.in.Close(); m.cmd.Wait() }
-
 func reportProgNs(b *testing.B, prog string, op func() error) {
 	b.StopTimer()
 	defer b.StartTimer()
