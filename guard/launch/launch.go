@@ -90,6 +90,9 @@ type Spec struct {
 	// Pin paths are bound onto themselves (writable): a mount point
 	// cannot be renamed, removed or replaced.
 	Pin []string `json:"pin,omitempty"`
+	// ProtectIncomplete says that Protect's walk of the write roots
+	// stopped at MaxWalk (for the caller to log; not sent to the launcher).
+	ProtectIncomplete bool `json:"-"`
 	// Landlock, when set, is the ruleset to enforce (the Landlock backend).
 	Landlock *ruleset.Rules `json:"landlock,omitempty"`
 	// Seccomp chooses the socket rules when Landlock is nil (the BPF
