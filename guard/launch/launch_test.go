@@ -31,6 +31,9 @@ func TestServerUser(t *testing.T) {
 		{"configured root refused", map[string]string{launch.UserEnv: "0:0"}, 0, 0, launch.ErrRootServer},
 		{"configured garbage", map[string]string{launch.UserEnv: "nobody"}, 0, 0, launch.ErrBadSpec},
 		{"configured overflow", map[string]string{launch.UserEnv: "4294967295:1"}, 0, 0, launch.ErrBadSpec},
+		{"sudo garbage is an error, not root", map[string]string{"SUDO_UID": "bob", "SUDO_GID": "100"}, 0, 0, launch.ErrBadSpec},
+		{"sudo half set", map[string]string{"SUDO_UID": "1000"}, 0, 0, launch.ErrBadSpec},
+		{"sudo caller with gid 0", map[string]string{"SUDO_UID": "1000", "SUDO_GID": "0"}, 0, 0, launch.ErrRootServer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			uid, gid, err := launch.ServerUser(env(tc.env))
