@@ -645,9 +645,15 @@ static __always_inline int check_addr(__u64 policy, __u32 kind, struct sockaddr 
 	return -EPERM;
 }
 
+// The family is checked before membership: connects of other families
+// (unix sockets, netlink) are not policed here, and every process on the
+// machine would otherwise pay guarded()'s lookups for them.
 SEC("lsm/socket_connect")
 int BPF_PROG(net_guard, struct socket *sock, struct sockaddr *address, int addrlen)
 {
+	__u16 family = address->sa_family;
+	if (family != AF_INET && family != AF_INET6)
+		return 0;
 	__u64 policy = guarded();
 	if (!policy)
 		return 0;
@@ -656,14 +662,17 @@ int BPF_PROG(net_guard, struct socket *sock, struct sockaddr *address, int addrl
 
 // Unconnected sends (UDP sendto/sendmsg with a destination, TCP fast open)
 // name their destination per message.
+// A send without a destination (every write on a connected socket, the
+// common case for every process on the machine) returns before the
+// membership lookups.
 SEC("lsm/socket_sendmsg")
 int BPF_PROG(send_guard, struct socket *sock, struct msghdr *msg, int size)
 {
+	void *name = msg->msg_name;
+	if (!name)
+		return 0;
 	__u64 policy = guarded();
 	if (!policy)
-		return 0;
-	void *name = BPF_CORE_READ(msg, msg_name);
-	if (!name)
 		return 0;
 	return check_addr(policy, EV_NET_SEND, (struct sockaddr *)name);
 }
