@@ -173,20 +173,26 @@ const struct net_key *unused_net_key __attribute__((unused));
 const struct name_key *unused_name_key __attribute__((unused));
 
 // guarded returns the current task's policy id, 0 when it is in no session.
-// Every hooked call of every process on the machine pays for it. The cgroup
-// id is what bpf_get_current_cgroup_id() returns (the default hierarchy's
-// cgroup of the task's css_set, its kernfs node id) and the tgid what
-// bpf_get_current_pid_tgid() >> 32 does, both read through the BTF-typed
-// current task: one helper call instead of two.
+// Every hooked call of every process on the machine pays for it. The tgid
+// is looked up first: every process of a session is in tasks (the
+// controller adds the server it started, fork_guard every child), so a
+// guarded task pays one lookup; the cgroup, looked up second, covers the
+// server from its first instruction until the controller has added it.
+// Both are read through the BTF-typed current task (the tgid is what
+// bpf_get_current_pid_tgid() >> 32 returns, the cgroup id what
+// bpf_get_current_cgroup_id() does: the default hierarchy's cgroup of the
+// task's css_set, its kernfs node id): one helper call instead of two.
+// The two never disagree: a task cannot leave its session's cgroup for
+// another's, and its children inherit both.
 static __always_inline __u64 guarded(void)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
-	__u64 cg = t->cgroups->dfl_cgrp->kn->id;
-	__u64 *p = bpf_map_lookup_elem(&cgroups, &cg);
+	__u32 tgid = t->tgid;
+	__u64 *p = bpf_map_lookup_elem(&tasks, &tgid);
 	if (p)
 		return *p;
-	__u32 tgid = t->tgid;
-	p = bpf_map_lookup_elem(&tasks, &tgid);
+	__u64 cg = t->cgroups->dfl_cgrp->kn->id;
+	p = bpf_map_lookup_elem(&cgroups, &cg);
 	return p ? *p : 0;
 }
 
@@ -771,12 +777,12 @@ int BPF_PROG(bpf_guard, int cmd, union bpf_attr *attr, unsigned int size)
 // policy_of is guarded() for another task.
 static __always_inline __u64 policy_of(struct task_struct *t)
 {
-	__u64 cg = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
-	__u64 *p = bpf_map_lookup_elem(&cgroups, &cg);
+	__u32 tgid = BPF_CORE_READ(t, tgid);
+	__u64 *p = bpf_map_lookup_elem(&tasks, &tgid);
 	if (p)
 		return *p;
-	__u32 tgid = BPF_CORE_READ(t, tgid);
-	p = bpf_map_lookup_elem(&tasks, &tgid);
+	__u64 cg = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	p = bpf_map_lookup_elem(&cgroups, &cg);
 	return p ? *p : 0;
 }
 
