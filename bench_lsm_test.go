@@ -3,24 +3,23 @@
 package mcpguard_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/mcpguard/mcpguard/bpf"
+	"github.com/mcpguard/mcpguard/bpf/member"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/sandbox"
 	"github.com/mcpguard/mcpguard/internal/testenv"
@@ -32,12 +31,13 @@ import (
 // one (this benchmark process joins a session for the guarded half; the
 // programs are attached throughout, so "unguarded" is any process on a
 // machine running mcpguard). The guarded sub-benchmark reports
-// x-unguarded (target: at most 1.05): its guarded time over the time of as
-// many unguarded operations run in alternation with the guarded ones, in
-// batches of about 20 ms, in the same process; and x-sequential, its time
-// per operation over the unguarded sub-benchmark's, measured before it (the
-// earlier definition, which under emulation drifts by tens of percent from
-// run to run, far more than the programs cost).
+// x-unguarded (target: at most 1.05): the median ratio of guarded batches
+// of operations to unguarded batches run in alternation with them (about
+// 2 ms each, same process; see below); x-total, the ratio of the batches'
+// sums; and x-sequential, its time per operation over the unguarded
+// sub-benchmark's, measured before it (the first definition, which under
+// emulation drifts by tens of percent from run to run, far more than the
+// programs cost).
 //
 // Each half also reports prog-ns: the checking
 // program's own run time per call (file_guard for open, net_guard for
@@ -75,11 +75,11 @@ func BenchmarkLSM(b *testing.B) {
 
 	// Joining and leaving the session is done by an unguarded helper
 	// process: a guarded task (this one, while timed) gets no bpf().
-	member, err := startMember(s.PolicyID())
+	mem, err := member.Start(filepath.Join(sandbox.DefaultPinRoot, bpf.Version(), "tasks"), s.PolicyID(), os.Getpid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer member.close()
+	defer mem.Close()
 
 	ops := []struct {
 		name string
@@ -114,13 +114,13 @@ func BenchmarkLSM(b *testing.B) {
 			reportProgNs(b, o.prog, o.op)
 		})
 		b.Run(o.name+"/guarded", func(b *testing.B) {
-			if err := member.join(); err != nil {
+			if err := mem.Join(); err != nil {
 				b.Fatal(err)
 			}
 			released := false
 			defer func() {
 				if !released {
-					member.leave()
+					mem.Leave()
 				}
 			}()
 			// Fail loudly if the guard is not really on: a denied open
@@ -129,55 +129,76 @@ func BenchmarkLSM(b *testing.B) {
 				b.Fatal("guarded process read /etc/shadow: not confined")
 			}
 			// The timed loop runs guarded. After each batch of about
-			// 20 ms (sized from the unguarded sub-benchmark), as many
+			// 2 ms (sized from the unguarded sub-benchmark), as many
 			// operations run unguarded, untimed by b but timed here, so
-			// that x-unguarded compares the two over the same stretch of
-			// time: the emulated machine drifts by more than the programs
-			// cost. The clock is read once per batch on both sides (in
-			// the VM it is the HPET, a system call per read).
+			// that guarded and unguarded batches alternate G U G U ...
+			// x-unguarded is the median, over every unguarded batch, of
+			// the time of each guarded batch beside it (before and after)
+			// over its own: a median of paired ratios, so that a burst of
+			// load on the shared host (which stalls the emulated machine
+			// for milliseconds at a time) spoils a few pairs, not the
+			// result, and pairing on both sides cancels drift and any
+			// first-or-second order effect. x-total is the ratio of the
+			// sums (the earlier definition, with 20 ms batches). The
+			// clock is read once per batch on both sides (in the VM it is
+			// the HPET, a system call per read).
 			batch := 1
 			if base > 0 {
-				batch = max(1, int(20e6/base))
+				batch = max(1, int(2e6/base))
 			}
-			var guardedT, unguardedT time.Duration
-			k := 0
-			t0 := time.Now()
+			// The first operation of each batch, on both sides, settles
+			// and is not in the batch's time: what comes just before a
+			// batch differs (b's timer reads memory statistics, stopping
+			// the world, right before a guarded batch; the helper's round
+			// trip right before an unguarded one), and with 2 ms batches
+			// that would weigh on one side.
+			var gs, us []time.Duration
+			k := 0 // operations of this batch, the settling one included
+			var t0 time.Time
 			for b.Loop() {
 				if err := o.op(); err != nil {
 					b.Fatal(err)
 				}
-				if k++; k < batch {
+				if k++; k == 1 {
+					t0 = time.Now()
 					continue
 				}
-				guardedT += time.Since(t0)
+				if k <= batch {
+					continue
+				}
+				gs = append(gs, time.Since(t0))
 				b.StopTimer()
-				if err := member.leave(); err != nil {
+				if err := mem.Leave(); err != nil {
 					b.Fatal(err)
 				}
-				t1 := time.Now()
-				for range k {
+				for i := range k {
 					if err := o.op(); err != nil {
 						b.Fatal(err)
 					}
+					if i == 0 {
+						t0 = time.Now()
+					}
 				}
-				unguardedT += time.Since(t1)
-				if err := member.join(); err != nil {
+				us = append(us, time.Since(t0))
+				if err := mem.Join(); err != nil {
 					b.Fatal(err)
 				}
 				k = 0
 				b.StartTimer()
-				t0 = time.Now()
 			}
 			// Unguarded again before reading program statistics: a guarded
 			// task gets no bpf() at all.
 			b.StopTimer()
-			if err := member.leave(); err != nil {
+			if err := mem.Leave(); err != nil {
 				b.Fatal(err)
 			}
 			released = true
 			b.StartTimer()
-			if unguardedT > 0 {
-				b.ReportMetric(float64(guardedT)/float64(unguardedT), "x-unguarded")
+			if x, ok := pairedRatio(gs, us); ok {
+				b.ReportMetric(x, "x-unguarded")
+			}
+			if tu := sum(us); tu > 0 {
+				b.ReportMetric(float64(sum(gs))/float64(tu), "x-total")
 			}
 			if base > 0 {
 				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
@@ -188,99 +209,67 @@ func BenchmarkLSM(b *testing.B) {
 	}
 }
 
+// pairedRatio is the median of gs[i]/us[i] and gs[i+1]/us[i] over every
+// i: each unguarded batch against the guarded batches run just before and
+// just after it (false without a pair).
+func pairedRatio(gs, us []time.Duration) (float64, bool) {
+	var rs []float64
+	for i, u := range us {
+		if u <= 0 {
+			continue
+		}
+		for _, j := range []int{i, i + 1} {
+			if j < len(gs) {
+				rs = append(rs, float64(gs[j])/float64(u))
+			}
+		}
+	}
+	if len(rs) == 0 {
+		return 0, false
+	}
+	slices.Sort(rs)
+	n := len(rs)
+	if n%2 == 1 {
+		return rs[n/2], true
+	}
+	return (rs[n/2-1] + rs[n/2]) / 2, true
+}
+
+// TestPairedRatio: a stall that spoils one batch moves the median by one
+// rank, not by its size; each unguarded batch is paired on both sides.
+func TestPairedRatio(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	_, ok := pairedRatio(nil, nil)
+	require.False(t, ok)
+	// G U G U G U: every pair 1.1 but one guarded batch stalled 50x.
+	x, ok := pairedRatio(ms(11, 11, 550, 11), ms(10, 10, 10))
+	require.True(t, ok)
+	require.InDelta(t, 1.1, x, 1e-9)
+	// Drift: batches slow down steadily; guarded always first. Pairing on
+	// both sides gives 1.0, where pairing each guarded batch only with
+	// the unguarded one after it would give 0.75.
+	x, _ = pairedRatio(ms(10, 30, 50, 70), ms(20, 40, 60))
+	require.InDelta(t, 1.0, x, 0.1)
+}
+
+func sum(ds []time.Duration) time.Duration {
+	var t time.Duration
+	for _, d := range ds {
+		t += d
+	}
+	return t
+}
+
 // reportProgNs runs op, untimed, for 200 ms (at least 5 times) with the kernel's BPF
 // run-time statistics on, and reports the attached program prog's average
 // run time per call as prog-ns (skipped, with a log line, where the
 // statistics cannot be read).
-// benchMemberEnv starts this test binary as the membership helper:
-// "PIN-DIR:POLICY-ID:PID". It reads "join" or "leave" lines and adds PID to
-// or removes it from the session's tasks map, answering "ok" or the error.
-const benchMemberEnv = "MCPGUARD_BENCH_MEMBER"
-
-func init() {
-	if v := os.Getenv(benchMemberEnv); v != "" {
-		os.Exit(benchMember(v))
-	}
-}
-
-func benchMember(v string) int {
-	parts := strings.Split(v, ":")
-	if len(parts) != 3 {
-		return 2
-	}
-	id, _ := strconv.ParseUint(parts[1], 10, 64)
-	pid, _ := strconv.ParseUint(parts[2], 10, 32)
-	m, err := ebpf.LoadPinnedMap(filepath.Join(parts[0], "tasks"), nil)
-	if err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	sc := bufio.NewScanner(os.Stdin)
-	for sc.Scan() {
-		var err error
-		switch sc.Text() {
-		case "join":
-			err = m.Put(uint32(pid), id)
-		case "leave":
-			err = m.Delete(uint32(pid))
-		default:
-			err = fmt.Errorf("unknown request %q", sc.Text())
-		}
-		if err != nil {
-			fmt.Println(strings.ReplaceAll(err.Error(), "\n", " "))
-		} else {
-			fmt.Println("ok")
-		}
-	}
-	return 0
-}
-
-// member talks to the membership helper.
-type member struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Scanner
-}
-
-func startMember(id uint64) (*member, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d:%d", benchMemberEnv,
-		filepath.Join(sandbox.DefaultPinRoot, bpf.Version()), id, os.Getpid()))
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return &member{cmd: cmd, in: in, out: bufio.NewScanner(out)}, nil
-}
-
-func (m *member) do(req string) error {
-	if _, err := fmt.Fprintln(m.in, req); err != nil {
-		return err
-	}
-	if !m.out.Scan() {
-		return fmt.Errorf("membership helper gone: %v", m.out.Err())
-	}
-	if r := m.out.Text(); r != "ok" {
-		return fmt.Errorf("membership helper: %s", r)
-	}
-	return nil
-}
-
-func (m *member) join() error  { return m.do("join") }
-func (m *member) leave() error { return m.do("leave") }
-func (m *member) close()       { m.in.Close(); m.cmd.Wait() }
-
 func reportProgNs(b *testing.B, prog string, op func() error) {
 	b.StopTimer()
 	defer b.StartTimer()

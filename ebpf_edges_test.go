@@ -1011,27 +1011,79 @@ func TestEdgesContainKeyring(t *testing.T) {
 	assert.Contains(t, log.String(), `"rule":"`+sandbox.RuleKey+`"`)
 }
 
-// TestEdgesContainGit: renaming .git away to plant a hook, swapping in a
-// fresh .git, pointing core.hooksPath elsewhere: the repository stays as
-// it was (the launcher pins .git and binds hooks and config read-only).
+// TestEdgesContainGit: protection by identity under C-full's launcher.
+// Every way to move a protection away from a repository's hooks and
+// config: renaming .git away to plant a hook and back, swapping in a
+// fresh .git, renaming the directory that holds a repository (a project
+// below the write root's top) or its parent, a hard link to .git/config,
+// symlinks swapped in for .git and .git/hooks, a write through a symlink,
+// and a plain append of core.hooksPath. The oracle is the repositories
+// themselves: no hook planted, configs unchanged, each .git still the same
+// directory (inode) with the same hooks.
 func TestEdgesContainGit(t *testing.T) {
 	d := newEdgeDirs(t)
-	git := filepath.Join(d.ws, ".git")
-	require.NoError(t, os.MkdirAll(filepath.Join(git, "hooks"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(git, "config"), []byte("[core]\n"), 0o644))
-	var before unix.Stat_t
-	require.NoError(t, unix.Stat(git, &before))
+	type repo struct {
+		dir          string
+		git, hooks   string
+		cfg          string
+		ino, hooksIn uint64
+	}
+	var repos []*repo
+	for _, dir := range []string{d.ws, filepath.Join(d.ws, "proj"), filepath.Join(d.ws, "group", "sub")} {
+		r := &repo{dir: dir, git: filepath.Join(dir, ".git")}
+		r.hooks, r.cfg = filepath.Join(r.git, "hooks"), filepath.Join(r.git, "config")
+		require.NoError(t, os.MkdirAll(r.hooks, 0o755))
+		require.NoError(t, os.WriteFile(r.cfg, []byte("[core]\n"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(r.hooks, "pre-commit.sample"), []byte("#!/bin/sh\n"), 0o755))
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(r.git, &st))
+		r.ino = st.Ino
+		require.NoError(t, unix.Stat(r.hooks, &st))
+		r.hooksIn = st.Ino
+		repos = append(repos, r)
+	}
+	proj, sub := repos[1], repos[2]
 	s, _ := edgeSession(t, d.policy())
-	res := edgeRun(t, s, []string{"gitswap", d.ws}, []string{"gitnew", d.ws},
-		[]string{"append", filepath.Join(git, "config") + "#\thooksPath = /tmp/evil\n"})
+	res := edgeRun(t, s,
+		[]string{"gitswap", d.ws},
+		[]string{"gitnew", d.ws},
+		[]string{"gitswap", proj.dir},
+		[]string{"dirswap", proj.dir},
+		[]string{"dirswap", filepath.Dir(sub.dir) + "#sub/.git"}, // the repository's parent
+		[]string{"dirswap", d.ws},                                // the write root itself
+		[]string{"gitlink", d.ws},
+		[]string{"gitlink", proj.dir},
+		[]string{"symswap", d.ws},
+		[]string{"symswap", sub.dir},
+		[]string{"symwrite", proj.dir},
+		[]string{"append", filepath.Join(d.ws, ".git", "config") + "#\thooksPath = /tmp/evil\n"},
+		[]string{"append", proj.cfg + "#\thooksPath = /tmp/evil\n"})
 	t.Logf("results: %v", res)
-	assert.NoFileExists(t, filepath.Join(git, "hooks", "pre-commit"))
-	cfg, err := os.ReadFile(filepath.Join(git, "config"))
-	require.NoError(t, err)
-	assert.Equal(t, "[core]\n", string(cfg))
-	var after unix.Stat_t
-	require.NoError(t, unix.Stat(git, &after))
-	assert.Equal(t, before.Ino, after.Ino, ".git is still the same directory")
+	for _, r := range repos {
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(r.git, &st), r.git)
+		assert.Equal(t, r.ino, st.Ino, "%s is still the same directory", r.git)
+		require.NoError(t, unix.Stat(r.hooks, &st), r.hooks)
+		assert.Equal(t, r.hooksIn, st.Ino, "%s is still the same directory", r.hooks)
+		ents, err := os.ReadDir(r.hooks)
+		require.NoError(t, err)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		assert.Equal(t, []string{"pre-commit.sample"}, names, "%s holds only what it held", r.hooks)
+		cfg, err := os.ReadFile(r.cfg)
+		require.NoError(t, err)
+		assert.Equal(t, "[core]\n", string(cfg), r.cfg)
+	}
+	// The renames that must fail did; the checks above are the oracle,
+	// these say which layer stopped each (EBUSY: a pinned mount point).
+	for _, k := range []string{"gitswap", "gitswap#2"} {
+		assert.Contains(t, res[k], "device or resource busy", k)
+	}
+	for _, k := range []string{"dirswap", "dirswap#2", "gitlink", "gitlink#2", "symswap", "symswap#2", "symwrite", "append", "append#2"} {
+		assert.NotEqual(t, "ok", res[k], k)
+	}
 }
 
 // edgeProxyEnv makes this binary a proxy that dies without closing its

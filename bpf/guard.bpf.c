@@ -173,20 +173,26 @@ const struct net_key *unused_net_key __attribute__((unused));
 const struct name_key *unused_name_key __attribute__((unused));
 
 // guarded returns the current task's policy id, 0 when it is in no session.
-// Every hooked call of every process on the machine pays for it. The cgroup
-// id is what bpf_get_current_cgroup_id() returns (the default hierarchy's
-// cgroup of the task's css_set, its kernfs node id) and the tgid what
-// bpf_get_current_pid_tgid() >> 32 does, both read through the BTF-typed
-// current task: one helper call instead of two.
+// Every hooked call of every process on the machine pays for it. The tgid
+// is looked up first: every process of a session is in tasks (the
+// controller adds the server it started, fork_guard every child), so a
+// guarded task pays one lookup; the cgroup, looked up second, covers the
+// server from its first instruction until the controller has added it.
+// Both are read through the BTF-typed current task (the tgid is what
+// bpf_get_current_pid_tgid() >> 32 returns, the cgroup id what
+// bpf_get_current_cgroup_id() does: the default hierarchy's cgroup of the
+// task's css_set, its kernfs node id): one helper call instead of two.
+// The two never disagree: a task cannot leave its session's cgroup for
+// another's, and its children inherit both.
 static __always_inline __u64 guarded(void)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
-	__u64 cg = t->cgroups->dfl_cgrp->kn->id;
-	__u64 *p = bpf_map_lookup_elem(&cgroups, &cg);
+	__u32 tgid = t->tgid;
+	__u64 *p = bpf_map_lookup_elem(&tasks, &tgid);
 	if (p)
 		return *p;
-	__u32 tgid = t->tgid;
-	p = bpf_map_lookup_elem(&tasks, &tgid);
+	__u64 cg = t->cgroups->dfl_cgrp->kn->id;
+	p = bpf_map_lookup_elem(&cgroups, &cg);
 	return p ? *p : 0;
 }
 
@@ -645,9 +651,15 @@ static __always_inline int check_addr(__u64 policy, __u32 kind, struct sockaddr 
 	return -EPERM;
 }
 
+// The family is checked before membership: connects of other families
+// (unix sockets, netlink) are not policed here, and every process on the
+// machine would otherwise pay guarded()'s lookups for them.
 SEC("lsm/socket_connect")
 int BPF_PROG(net_guard, struct socket *sock, struct sockaddr *address, int addrlen)
 {
+	__u16 family = address->sa_family;
+	if (family != AF_INET && family != AF_INET6)
+		return 0;
 	__u64 policy = guarded();
 	if (!policy)
 		return 0;
@@ -656,14 +668,17 @@ int BPF_PROG(net_guard, struct socket *sock, struct sockaddr *address, int addrl
 
 // Unconnected sends (UDP sendto/sendmsg with a destination, TCP fast open)
 // name their destination per message.
+// A send without a destination (every write on a connected socket, the
+// common case for every process on the machine) returns before the
+// membership lookups.
 SEC("lsm/socket_sendmsg")
 int BPF_PROG(send_guard, struct socket *sock, struct msghdr *msg, int size)
 {
+	void *name = msg->msg_name;
+	if (!name)
+		return 0;
 	__u64 policy = guarded();
 	if (!policy)
-		return 0;
-	void *name = BPF_CORE_READ(msg, msg_name);
-	if (!name)
 		return 0;
 	return check_addr(policy, EV_NET_SEND, (struct sockaddr *)name);
 }
@@ -762,12 +777,12 @@ int BPF_PROG(bpf_guard, int cmd, union bpf_attr *attr, unsigned int size)
 // policy_of is guarded() for another task.
 static __always_inline __u64 policy_of(struct task_struct *t)
 {
-	__u64 cg = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
-	__u64 *p = bpf_map_lookup_elem(&cgroups, &cg);
+	__u32 tgid = BPF_CORE_READ(t, tgid);
+	__u64 *p = bpf_map_lookup_elem(&tasks, &tgid);
 	if (p)
 		return *p;
-	__u32 tgid = BPF_CORE_READ(t, tgid);
-	p = bpf_map_lookup_elem(&tasks, &tgid);
+	__u64 cg = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	p = bpf_map_lookup_elem(&cgroups, &cg);
 	return p ? *p : 0;
 }
 

@@ -3,21 +3,18 @@
 package bpf_test
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/mcpguard/mcpguard/bpf"
+	"github.com/mcpguard/mcpguard/bpf/member"
 )
 
 // TestAttachWalk pins down file_guard's ancestor walk where it is split
@@ -141,10 +138,12 @@ func TestAttachWalk(t *testing.T) {
 	t.Run("tasks", func(t *testing.T) {
 		// A guarded task gets no bpf(): an unguarded helper process edits
 		// the tasks map for it, started before this process joins.
-		m := startWalkMember(t, filepath.Join(root, bpf.Version(), "tasks"), policy)
+		m, err := member.Start(filepath.Join(root, bpf.Version(), "tasks"), policy, os.Getpid())
+		require.NoError(t, err)
+		t.Cleanup(func() { m.Close() })
 		check(t,
-			func() { require.NoError(t, m.do("join")) },
-			func() { require.NoError(t, m.do("leave")) })
+			func() { require.NoError(t, m.Join()) },
+			func() { require.NoError(t, m.Leave()) })
 	})
 
 	t.Run("cgroup", func(t *testing.T) {
@@ -181,79 +180,4 @@ func TestAttachWalk(t *testing.T) {
 			})
 		require.NoError(t, o.Cgroups.Delete(id))
 	})
-}
-
-// walkMemberEnv makes this test binary the membership helper:
-// "TASKS-PIN:POLICY-ID:PID". It reads "join" or "leave" lines, adds PID to
-// or removes it from the tasks map, and answers "ok" or the error.
-const walkMemberEnv = "MCPGUARD_WALK_MEMBER"
-
-func init() {
-	if v := os.Getenv(walkMemberEnv); v != "" {
-		os.Exit(runWalkMember(v))
-	}
-}
-
-func runWalkMember(v string) int {
-	parts := strings.Split(v, ":")
-	if len(parts) != 3 {
-		return 2
-	}
-	id, _ := strconv.ParseUint(parts[1], 10, 64)
-	pid, _ := strconv.ParseUint(parts[2], 10, 32)
-	m, err := ebpf.LoadPinnedMap(parts[0], nil)
-	if err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	sc := bufio.NewScanner(os.Stdin)
-	for sc.Scan() {
-		switch sc.Text() {
-		case "join":
-			err = m.Put(uint32(pid), id)
-		case "leave":
-			err = m.Delete(uint32(pid))
-		default:
-			err = fmt.Errorf("unknown request %q", sc.Text())
-		}
-		if err != nil {
-			fmt.Println(strings.ReplaceAll(err.Error(), "\n", " "))
-		} else {
-			fmt.Println("ok")
-		}
-	}
-	return 0
-}
-
-type walkMember struct {
-	in  io.WriteCloser
-	out *bufio.Scanner
-}
-
-func startWalkMember(t *testing.T, pin string, id uint64) *walkMember {
-	t.Helper()
-	self, err := os.Executable()
-	require.NoError(t, err)
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d:%d", walkMemberEnv, pin, id, os.Getpid()))
-	in, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { in.Close(); cmd.Wait() })
-	return &walkMember{in: in, out: bufio.NewScanner(out)}
-}
-
-func (m *walkMember) do(req string) error {
-	if _, err := fmt.Fprintln(m.in, req); err != nil {
-		return err
-	}
-	if !m.out.Scan() {
-		return fmt.Errorf("membership helper gone: %v", m.out.Err())
-	}
-	if r := m.out.Text(); r != "ok" {
-		return fmt.Errorf("membership helper: %s", r)
-	}
-	return nil
 }

@@ -2,10 +2,11 @@
 // can run with, the same way for both L3 backends, so that the kernel
 // hooks only have to judge what is left:
 //
-//   - an unprivileged user (Credential: configured, else the sudo caller,
-//     else nobody), no supplementary groups;
-//   - every capability gone (bounding and ambient sets emptied, and the
-//     setuid away from root clears the rest) and no_new_privs set;
+//   - the server's user (ServerUser: configured, else the sudo caller,
+//     else uid 0 without any capability), no supplementary groups;
+//   - every capability gone (bounding and ambient sets emptied; the
+//     setuid away from root, or for uid 0 the locked SECBIT_NOROOT and an
+//     empty inheritable set, clears the rest) and no_new_privs set;
 //   - a fresh anonymous session keyring;
 //   - its own mount namespace (private propagation, a /proc of its own,
 //     protected paths bind-mounted read-only), its own pid namespace (the
@@ -90,6 +91,9 @@ type Spec struct {
 	// Pin paths are bound onto themselves (writable): a mount point
 	// cannot be renamed, removed or replaced.
 	Pin []string `json:"pin,omitempty"`
+	// ProtectIncomplete says that Protect's walk of the write roots
+	// stopped at MaxWalk (for the caller to log; not sent to the launcher).
+	ProtectIncomplete bool `json:"-"`
 	// Landlock, when set, is the ruleset to enforce (the Landlock backend).
 	Landlock *ruleset.Rules `json:"landlock,omitempty"`
 	// Seccomp chooses the socket rules when Landlock is nil (the BPF

@@ -31,6 +31,9 @@ func TestServerUser(t *testing.T) {
 		{"configured root refused", map[string]string{launch.UserEnv: "0:0"}, 0, 0, launch.ErrRootServer},
 		{"configured garbage", map[string]string{launch.UserEnv: "nobody"}, 0, 0, launch.ErrBadSpec},
 		{"configured overflow", map[string]string{launch.UserEnv: "4294967295:1"}, 0, 0, launch.ErrBadSpec},
+		{"sudo garbage is an error, not root", map[string]string{"SUDO_UID": "bob", "SUDO_GID": "100"}, 0, 0, launch.ErrBadSpec},
+		{"sudo half set", map[string]string{"SUDO_UID": "1000"}, 0, 0, launch.ErrBadSpec},
+		{"sudo caller with gid 0", map[string]string{"SUDO_UID": "1000", "SUDO_GID": "0"}, 0, 0, launch.ErrRootServer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			uid, gid, err := launch.ServerUser(env(tc.env))
@@ -63,6 +66,36 @@ func TestNewSpec(t *testing.T) {
 	assert.Equal(t, []string{filepath.Join(ws, ".git")}, sp.Pin)
 	assert.ElementsMatch(t, []string{filepath.Join(ws, ".envrc"), filepath.Join(ws, ".git", "config"), filepath.Join(ws, ".git", "hooks")}, sp.ReadOnly,
 		"a symlinked start-up file is not followed")
+}
+
+// TestProtectNested: repositories and start-up files below the top of a
+// write root are protected too (a write root holding several projects),
+// symlinks are not followed, and nothing inside .git but its config and
+// hooks is bound.
+func TestProtectNested(t *testing.T) {
+	ws := t.TempDir()
+	mk := func(p string) string {
+		p = filepath.Join(ws, p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, nil, 0o644))
+		return p
+	}
+	cfgA := mk("a/.git/config")
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "a", ".git", "hooks"), 0o755))
+	mk("a/.git/objects/ab/cdef")
+	mk("a/.git/modules/sub/.envrc") // inside .git: not walked
+	cfgB := mk("deep/x/y/b/.git/config")
+	gitfile := mk("a/sub/.git") // a submodule's gitdir: pointer
+	envrc := mk("deep/x/.envrc")
+	keys := mk("home/.ssh/authorized_keys")
+	mk("other/authorized_keys") // not under .ssh
+	mk("a/src/main.go")
+	require.NoError(t, os.Symlink(filepath.Join(ws, "a", ".git"), filepath.Join(ws, "link-git")))
+
+	pin, ro, complete := launch.Protect([]string{ws})
+	assert.True(t, complete)
+	assert.ElementsMatch(t, []string{filepath.Join(ws, "a", ".git"), filepath.Join(ws, "deep/x/y/b/.git")}, pin)
+	assert.ElementsMatch(t, []string{cfgA, filepath.Join(ws, "a", ".git", "hooks"), cfgB, gitfile, envrc, keys}, ro)
 }
 
 func TestPrepareAndDecode(t *testing.T) {

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -20,47 +21,80 @@ func NewSpec(euid int, getenv func(string) string, writeRoots []string, noNetwor
 		return Spec{}, err
 	}
 	sp := Spec{UID: uid, GID: gid, Namespaces: true, NoNetwork: noNetwork, Writable: writeRoots}
-	sp.Pin, sp.ReadOnly = Protect(writeRoots)
+	var complete bool
+	sp.Pin, sp.ReadOnly, complete = Protect(writeRoots)
+	sp.ProtectIncomplete = !complete
 	return sp, nil
 }
 
-// protectedFiles are the start-up files other programs run or obey, kept
-// read-only where a write root holds them.
-var protectedFiles = []string{
-	".envrc", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout",
-	".profile", ".zshrc", ".zprofile", ".zshenv", ".zlogin", ".gitconfig",
-	".ssh/authorized_keys", ".git/config", ".git/hooks",
+// protectedNames are the start-up files other programs run or obey (direnv
+// runs the .envrc of any directory the user enters; shells, git and ssh
+// read the others from a home), kept read-only wherever a write root holds
+// them, at any depth.
+var protectedNames = map[string]bool{
+	".envrc": true, ".bashrc": true, ".bash_profile": true, ".bash_login": true, ".bash_logout": true,
+	".profile": true, ".zshrc": true, ".zprofile": true, ".zshenv": true, ".zlogin": true, ".gitconfig": true,
 }
 
-// pinnedDirs may be written inside, but not renamed, removed or replaced:
-// a repository's .git, whose hooks and config the user's next git command
-// obeys.
-var pinnedDirs = []string{".git"}
+// gitProtected are the entries of a repository's .git that the user's next
+// git command runs or obeys (hooks; core.hooksPath, core.fsmonitor and
+// aliases in config), kept read-only.
+var gitProtected = []string{"config", "hooks"}
 
-// Protect returns, for the entries of each write root that exist now, the
-// directories to pin (bound onto themselves: a mount point cannot be
-// renamed, removed or renamed over) and the files and directories to make
-// read-only. The binds hold the inodes, not the names: renaming a parent
+// Protect walks each write root (every depth, at most MaxWalk entries in
+// all, symlinks not followed) for the entries other programs will run or
+// obey, and returns the directories to pin and the files and directories
+// to make read-only:
+//
+//   - each repository's .git directory is pinned (bound onto itself: a
+//     mount point cannot be renamed, removed or renamed over), and its
+//     config and hooks made read-only; a .git file (a worktree's or
+//     submodule's "gitdir:" pointer) is made read-only;
+//   - start-up files (protectedNames) and .ssh/authorized_keys are made
+//     read-only.
+//
+// The binds hold the inodes, not the names: renaming a parent (the
+// repository's directory, or .git itself where it is not a mount point)
 // carries the protection along. Entries created later are not covered
-// here (the BPF backend also protects them by name).
-func Protect(writeRoots []string) (pin, ro []string) {
+// here (the BPF backend also protects them by name). complete is false
+// when the walk stopped at MaxWalk: entries further on are not protected.
+func Protect(writeRoots []string) (pin, ro []string, complete bool) {
+	seen := 0
+	complete = true
 	for _, root := range writeRoots {
-		for _, d := range pinnedDirs {
-			p := filepath.Join(root, d)
-			if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
-				pin = append(pin, p)
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil // unreadable: the server cannot write it either
 			}
-		}
-		for _, f := range protectedFiles {
-			p := filepath.Join(root, f)
-			// Lstat: a symlink is not followed; binding onto it would
-			// protect whatever it points at instead.
-			if fi, err := os.Lstat(p); err == nil && (fi.Mode().IsRegular() || fi.IsDir()) {
+			if seen++; seen > MaxWalk {
+				complete = false
+				return filepath.SkipAll
+			}
+			name := d.Name()
+			switch {
+			case name == ".git" && d.IsDir():
+				pin = append(pin, p)
+				for _, e := range gitProtected {
+					q := filepath.Join(p, e)
+					// Lstat: a symlink is not followed; binding onto it
+					// would protect whatever it points at instead.
+					if fi, err := os.Lstat(q); err == nil && (fi.Mode().IsRegular() || fi.IsDir()) {
+						ro = append(ro, q)
+					}
+				}
+				return filepath.SkipDir // git's own data: nothing else to find
+			case name == ".git" && d.Type().IsRegular(),
+				protectedNames[name] && d.Type().IsRegular(),
+				name == "authorized_keys" && d.Type().IsRegular() && filepath.Base(filepath.Dir(p)) == ".ssh":
 				ro = append(ro, p)
 			}
+			return nil
+		})
+		if !complete {
+			break
 		}
 	}
-	return pin, ro
+	return pin, ro, complete
 }
 
 // MaxWalk bounds how many entries HardLinks looks at under all roots

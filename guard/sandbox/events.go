@@ -31,6 +31,9 @@ const (
 	RuleSocket       = "contain.socket_denied"
 	RuleUnix         = "contain.unix_denied"
 	RuleKey          = "contain.key_denied"
+	// RuleProtectWalk is not a kernel denial: the launcher's search for
+	// entries to protect by identity stopped early (see launch.Protect).
+	RuleProtectWalk = "contain.protect_walk_incomplete"
 )
 
 func decodeEvent(raw []byte) (bpf.Event, error) {

@@ -149,6 +149,11 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 	if err != nil {
 		return fmt.Errorf("ebpf prepare: %w", err)
 	}
+	if spec.ProtectIncomplete {
+		s.opts.Audit.Log(audit.Event{Server: s.opts.Server, Config: s.opts.Config, Layer: "L3",
+			Rule: RuleProtectWalk, Decision: audit.Deny,
+			Reason: fmt.Sprintf("stopped after %d entries under the write roots: repositories and start-up files further on are protected by name only", launch.MaxWalk)})
+	}
 	self := s.opts.Self
 	if self == "" {
 		if self, err = os.Executable(); err != nil {

