@@ -53,7 +53,7 @@ go test -run '^$' -bench 'Agent' -benchtime 1x -count "${COUNT:-6}" -agent.guard
 go test -run '^$' -bench 'Firewall' -benchtime 3x -count "${COUNT:-6}" -env "${BENCH_ENV:-host}" . | tee "$out/firewall.txt"
 
 step "figures and tables"
-bin/mcpguard report --guard "$out/guard.txt" --firewall "$out/firewall.txt" "${evals[@]}" --out "$out/report"
+bin/mcpguard report --std "$out/agent.txt" --guard "$out/guard.txt" --firewall "$out/firewall.txt" "${evals[@]}" --out "$out/report"
 echo "results in $out (summary: $out/report/summary.md)" >&2
 
 # The README's results are this run's tables, not hand-written prose: the

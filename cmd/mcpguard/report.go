@@ -23,7 +23,8 @@ same numbers from benchmark output (go test -bench) and eval results
   --std/--cvm   BenchmarkAgent in a standard and a confidential VM: the
                 dashboard per guard config (figure 2): each phase's share of an
                 iteration by tool-output size, the medians on a log axis, the
-                overhead with intervals, significant changes marked
+                overhead with intervals, significant changes marked; --std
+                alone: a table of one environment's phases
   --firewall    BenchmarkFirewall: what each scanner adds per iteration (figures 3, 4)
   --eval        mcpguard eval --json: APR, V-APR, FPR per config and per category (table 1)
   --guard       BenchmarkGuard: p50, p95, p99 of the benign call per config
@@ -42,8 +43,8 @@ Example: mcpguard report --std std.txt --cvm cvm.txt --eval eval.json --out repo
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if (*std == "") != (*cvm == "") {
-		return fmt.Errorf("%w: --std and --cvm go together", errUsage)
+	if *cvm != "" && *std == "" {
+		return fmt.Errorf("%w: --cvm needs --std to compare with", errUsage)
 	}
 	in := report.Inputs{Sample: *sample}
 	var err error

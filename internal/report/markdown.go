@@ -163,6 +163,9 @@ func Markdown(w io.Writer, in Inputs) error {
 				ms(r.Std.Center), ci(r.Std), ms(r.CVM.Center), ci(r.CVM), delta, r.P, qs[i])
 		}
 	}
+	if in.Std != nil && in.CVM == nil {
+		agentTable(&b, in.Std, in.AgentFilter)
+	}
 	if in.Firewall != nil {
 		rows := FirewallRows(in.Firewall)
 		b.WriteString("\n## Guardrail cost per agent iteration (figures 3 and 4)\n\n")
@@ -177,4 +180,39 @@ func Markdown(w io.Writer, in Inputs) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// agentTable writes one environment's BenchmarkAgent phases (a run with
+// no second environment to compare it with, as `make bench` makes):
+// medians with their intervals, one row per sub-benchmark in file order.
+func agentTable(b *strings.Builder, std *Bench, filter *regexp.Regexp) {
+	cols := []struct{ unit, head string }{
+		{"planning-ns", "planning ms"}, {"tool-ns", "tool ms"}, {"ttft-ns", "TTFT ms"},
+		{"decode-ns", "decode ms"}, {"tpot-ns", "TPOT ms"}, {"e2e-ns", "e2e ms"},
+	}
+	fmt.Fprintf(b, "\n## Agent phases: %s (BenchmarkAgent)\n\n| benchmark |", envLabel(std))
+	for _, c := range cols {
+		b.WriteString(" " + c.head + " |")
+	}
+	b.WriteString(" gen tok/s |\n|---|" + strings.Repeat("---:|", len(cols)+1) + "\n")
+	seen := map[string]bool{}
+	for _, k := range std.Keys {
+		if k.Unit != "e2e-ns" || seen[k.Name] || (filter != nil && !filter.MatchString(k.Name)) {
+			continue
+		}
+		seen[k.Name] = true
+		b.WriteString("| " + strings.TrimPrefix(k.Name, "Agent/") + " |")
+		for _, c := range cols {
+			cell := "–"
+			if s, ok := std.Summary(Key{k.Name, c.unit}); ok {
+				cell = ms(s.Center) + " " + ci(s)
+			}
+			b.WriteString(" " + cell + " |")
+		}
+		cell := "–"
+		if s, ok := std.Summary(Key{k.Name, "gen-tok/s"}); ok {
+			cell = fmt.Sprintf("%.1f %s", s.Center, ci(s))
+		}
+		b.WriteString(" " + cell + " |\n")
+	}
 }

@@ -399,3 +399,34 @@ func TestMoreLoaded(t *testing.T) {
 	assert.False(t, report.MoreLoaded(quiet, none, 1.5), "no loadavg, no check")
 	assert.False(t, report.Gated("loadavg"))
 }
+
+// A BenchmarkAgent run with nothing to compare it with (make bench) gets
+// a phase table of its own: every sub-benchmark, medians in ms.
+func TestAgentTableWithoutCVM(t *testing.T) {
+	std, err := report.ReadBench(filepath.Join(samples, "agent-2cpu.txt"))
+	require.NoError(t, err)
+	var md strings.Builder
+	require.NoError(t, report.Markdown(&md, report.Inputs{Std: std}))
+	out := md.String()
+	assert.Contains(t, out, "## Agent phases:")
+	assert.Contains(t, out, "| benchmark | planning ms | tool ms | TTFT ms | decode ms | TPOT ms | e2e ms | gen tok/s |")
+	names := map[string]bool{}
+	for _, k := range std.Keys {
+		if k.Unit == "e2e-ns" {
+			names[k.Name] = true
+			assert.Contains(t, out, "| "+strings.TrimPrefix(k.Name, "Agent/")+" | ", "a row for %s", k.Name)
+		}
+	}
+	require.NotEmpty(t, names)
+	s, ok := std.Summary(report.Key{Name: firstKey(names), Unit: "e2e-ns"})
+	require.True(t, ok)
+	assert.Contains(t, out, fmt.Sprintf("%.2f", s.Center/1e6), "the e2e median in ms")
+	assert.NotContains(t, out, "vs", "no comparison without a second environment")
+}
+
+func firstKey(m map[string]bool) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
