@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -56,6 +57,16 @@ type compatServer struct {
 
 // wsArg in a launcher's argv stands for the cell's workspace.
 const wsArg = "\x00WS"
+
+// compatTimeScale is a second times MCPGUARD_COMPAT_TIMEOUT_SCALE (default
+// 1): the VM's emulated CPU needs 4 or more for node's start-up.
+func compatTimeScale() time.Duration {
+	f, err := strconv.ParseFloat(os.Getenv("MCPGUARD_COMPAT_TIMEOUT_SCALE"), 64)
+	if err != nil || f <= 0 {
+		f = 1
+	}
+	return time.Duration(f * float64(time.Second))
+}
 
 // compatConfigList is the configs the suite runs: by default those of a
 // host with Landlock and without BPF LSM; MCPGUARD_COMPAT_CONFIGS (comma-
@@ -109,12 +120,12 @@ func newCompatEnv(t *testing.T) compatEnv {
 // with the launch command, in the workspace, with --env for each variable.
 // procEnv is more of policy init's own environment (not passed by --env).
 func (e compatEnv) policyInit(ws, pol string, env, procEnv map[string]string, argv []string) ([]byte, error) {
-	initArgs := []string{"policy", "init", "--out", pol}
+	initArgs := []string{"policy", "init", "--out", pol, "--timeout", (30 * compatTimeScale()).String()}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		initArgs = append(initArgs, "--env", k+"="+env[k])
 	}
 	initArgs = append(append(initArgs, "--"), argv...)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*60*compatTimeScale())
 	defer cancel()
 	ic := exec.CommandContext(ctx, e.bin, initArgs...)
 	ic.Dir = ws
@@ -428,7 +439,7 @@ func compatSession(t *testing.T, node, compat, bin, cfg, pol, ws string, argv []
 		"args":      append([]string{"run", "--config", cfg, "--policy", pol, "--"}, argv...),
 		"cwd":       ws,
 		"env":       env,
-		"timeoutMs": 60000,
+		"timeoutMs": (60 * compatTimeScale()).Milliseconds(),
 		"calls":     calls,
 	}
 	b, err := json.Marshal(spec)
