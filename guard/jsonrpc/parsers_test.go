@@ -28,7 +28,9 @@ import json, sys
 for line in sys.stdin:
     raw = json.loads(line)
     try:
-        m = json.loads(raw.encode("utf-8", "surrogateescape").decode("utf-8"))
+        # The line's bytes arrive as latin-1 code points; a server reads
+        # them as UTF-8, strictly.
+        m = json.loads(raw.encode("latin-1").decode("utf-8"))
         if not isinstance(m, dict):
             print(json.dumps({"ok": True, "object": False})); continue
         p = m.get("params")
@@ -82,7 +84,7 @@ func runParser(t *testing.T, argv []string, lines [][]byte) []parserVerdict {
 	var in bytes.Buffer
 	for _, l := range lines {
 		// Lines may hold invalid UTF-8: send them as latin-1 code points
-		// (Python re-encodes with surrogateescape, node with latin1), so
+		// (Python and node turn them back into bytes with latin-1), so
 		// each program sees the exact bytes.
 		var runes []rune
 		for _, c := range l {
@@ -131,6 +133,11 @@ func TestServerParsersAgree(t *testing.T) {
 		[]byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}\u00a0"),
 		[]byte(`{"jsonrpc":"2.0","id":1,"method":"x","params":{"__proto__":{"name":"y"},"name":"x"}}`),
 		[]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"__proto__":1,"__PROTO__":2}}}`),
+		// Raw (unescaped) UTF-8 in keys and values: the Kelvin sign K
+		// folds to "k" and NFKC-normalises to "K", yet every parser must
+		// read the key byte for byte.
+		[]byte("{\"jsonrpc\":\"2.0\",\"method\":\"l\",\"params\":{\"\":\"\",\"arguments\":{\"\":1,\"\u212a\":2}}}"),
+		[]byte("{\"jsonrpc\":\"2.0\",\"id\":\"\u00e9\",\"method\":\"tools/call\",\"params\":{\"name\":\"r\u00e9ad\",\"arguments\":{\"p\u00e4th\":\"/\u00e4\U0001F600\"}}}"),
 	)
 	corpus := fuzzCorpus(t)
 	var sc jsonrpc.Scanner
