@@ -14,7 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 
-step() { printf '\n=== %s\n' "$*" >&2; }
+# Each step prints the time it starts, so a slow CI run shows where it went.
+step() { printf '\n=== %s  [%s, %ds in]\n' "$*" "$(date -u +%H:%M:%S)" "$SECONDS" >&2; }
 
 step "go test -race ./..."
 go test -race -count=1 -timeout 20m ./...
@@ -63,3 +64,4 @@ sh scripts/vmtest -- -test.run 'TestVMProbe|TestEdges|TestAttach|TestLayout|Test
 step "corpus eval of C-ebpf and C-full in the VM, against their golden verdicts"
 MCPGUARD_EVAL_TIMEOUT_SCALE=${MCPGUARD_EVAL_TIMEOUT_SCALE:-4} MCPGUARD_EVAL_EXCLUDE=${MCPGUARD_EVAL_EXCLUDE-} \
 	sh scripts/vmtest . -- -test.run 'TestEvalCases/(C-ebpf|C-full)$' -test.timeout 40m
+step "all steps passed"
