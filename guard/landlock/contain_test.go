@@ -374,3 +374,30 @@ func TestContainAsNobody(t *testing.T) {
 	require.NoError(t, unix.Stat(filepath.Join(w.writeRoot, "mine.txt"), &st))
 	assert.Equal(t, uint32(launch.Nobody), st.Uid, "the file the server wrote is the server user's")
 }
+
+// TestContainProtectWalkIncomplete: a write root with more entries than
+// launch.Protect looks at is still served, and the audit log says that
+// protection by identity stopped early (as the BPF backend does), so the
+// user learns that entries further on are protected by name only.
+func TestContainProtectWalkIncomplete(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	many := filepath.Join(w.writeRoot, "many")
+	require.NoError(t, os.Mkdir(many, 0o755))
+	// On a tmpfs (the test runs as root), creating and walking the
+	// entries takes a second, not a minute of disk metadata.
+	require.NoError(t, unix.Mount("tmpfs", many, "tmpfs", 0, "nr_inodes=300000"))
+	t.Cleanup(func() { _ = unix.Unmount(many, unix.MNT_DETACH) })
+	for i := range launch.MaxWalk + 1 {
+		f, err := os.Create(filepath.Join(many, strconv.Itoa(i)))
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	var log strings.Builder
+	sb, err := landlock.New(w.pol, landlock.Options{Audit: audit.New(&log), Server: "contain"})
+	landlockOrSkip(t, err)
+	out, err := execChild(t, sb, "write:"+filepath.Join(w.writeRoot, "ok.txt")).Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "write:"+filepath.Join(w.writeRoot, "ok.txt")+" ok")
+	assert.Contains(t, log.String(), `"rule":"`+launch.RuleProtectWalk+`"`)
+}

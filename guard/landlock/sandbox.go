@@ -133,6 +133,9 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 	if err != nil {
 		return fmt.Errorf("landlock prepare: %w", err)
 	}
+	if spec.ProtectIncomplete {
+		s.log(launch.RuleProtectWalk, "", launch.ProtectWalkReason())
+	}
 	spec.Landlock = r
 	if err := s.hardLinks(&spec, r); err != nil {
 		return err

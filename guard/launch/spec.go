@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -100,3 +101,14 @@ func Protect(writeRoots []string) (pin, ro []string, complete bool) {
 // MaxWalk bounds how many entries HardLinks looks at under all roots
 // together; past it the walk stops and says so.
 const MaxWalk = 200000
+
+// RuleProtectWalk is the audit rule both L3 backends log when NewSpec's
+// Protect walk stopped at MaxWalk (Spec.ProtectIncomplete): a repository or
+// start-up file further on is protected by name only, so the user learns
+// that the workspace is too large for protection by identity.
+const RuleProtectWalk = "contain.protect_walk_incomplete"
+
+// ProtectWalkReason is the audit reason that goes with RuleProtectWalk.
+func ProtectWalkReason() string {
+	return fmt.Sprintf("stopped after %d entries under the write roots: repositories and start-up files further on are protected by name only", MaxWalk)
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/bpf"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/launch"
 )
 
 // Audit rules of kernel denials (layer "L3").
@@ -33,7 +34,7 @@ const (
 	RuleKey          = "contain.key_denied"
 	// RuleProtectWalk is not a kernel denial: the launcher's search for
 	// entries to protect by identity stopped early (see launch.Protect).
-	RuleProtectWalk = "contain.protect_walk_incomplete"
+	RuleProtectWalk = launch.RuleProtectWalk
 )
 
 func decodeEvent(raw []byte) (bpf.Event, error) {

@@ -151,8 +151,7 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 	}
 	if spec.ProtectIncomplete {
 		s.opts.Audit.Log(audit.Event{Server: s.opts.Server, Config: s.opts.Config, Layer: "L3",
-			Rule: RuleProtectWalk, Decision: audit.Deny,
-			Reason: fmt.Sprintf("stopped after %d entries under the write roots: repositories and start-up files further on are protected by name only", launch.MaxWalk)})
+			Rule: RuleProtectWalk, Decision: audit.Deny, Reason: launch.ProtectWalkReason()})
 	}
 	self := s.opts.Self
 	if self == "" {
