@@ -91,11 +91,24 @@ func TestProtectNested(t *testing.T) {
 	mk("other/authorized_keys") // not under .ssh
 	mk("a/src/main.go")
 	require.NoError(t, os.Symlink(filepath.Join(ws, "a", ".git"), filepath.Join(ws, "link-git")))
+	// Submodules' git directories (a name with a slash, a nested one) and
+	// a linked worktree's config.worktree: git obeys them as it does the
+	// top .git's.
+	var subGits, subRO []string
+	for _, sub := range []string{"a/.git/modules/sub", "a/.git/modules/libs/foo", "a/.git/modules/sub/modules/inner"} {
+		mk(sub + "/HEAD")
+		subRO = append(subRO, mk(sub+"/config"))
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, sub, "hooks"), 0o755))
+		subGits, subRO = append(subGits, filepath.Join(ws, sub)), append(subRO, filepath.Join(ws, sub, "hooks"))
+	}
+	mk("a/.git/modules/libs/README") // a name level, not a git directory
+	wtCfg := mk("a/.git/worktrees/feature/config.worktree")
+	mk("a/.git/worktrees/feature/HEAD")
 
 	pin, ro, complete := launch.Protect([]string{ws})
 	assert.True(t, complete)
-	assert.ElementsMatch(t, []string{filepath.Join(ws, "a", ".git"), filepath.Join(ws, "deep/x/y/b/.git")}, pin)
-	assert.ElementsMatch(t, []string{cfgA, filepath.Join(ws, "a", ".git", "hooks"), cfgB, gitfile, envrc, keys}, ro)
+	assert.ElementsMatch(t, append([]string{filepath.Join(ws, "a", ".git"), filepath.Join(ws, "deep/x/y/b/.git")}, subGits...), pin)
+	assert.ElementsMatch(t, append([]string{cfgA, filepath.Join(ws, "a", ".git", "hooks"), cfgB, gitfile, envrc, keys, wtCfg}, subRO...), ro)
 }
 
 func TestPrepareAndDecode(t *testing.T) {

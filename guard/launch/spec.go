@@ -37,10 +37,11 @@ var protectedNames = map[string]bool{
 	".profile": true, ".zshrc": true, ".zprofile": true, ".zshenv": true, ".zlogin": true, ".gitconfig": true,
 }
 
-// gitProtected are the entries of a repository's .git that the user's next
+// gitProtected are the entries of a git directory that the user's next
 // git command runs or obeys (hooks; core.hooksPath, core.fsmonitor and
-// aliases in config), kept read-only.
-var gitProtected = []string{"config", "hooks"}
+// aliases in config and, with extensions.worktreeConfig, config.worktree),
+// kept read-only.
+var gitProtected = []string{"config", "config.worktree", "hooks"}
 
 // Protect walks each write root (every depth, at most MaxWalk entries in
 // all, symlinks not followed) for the entries other programs will run or
@@ -49,8 +50,10 @@ var gitProtected = []string{"config", "hooks"}
 //
 //   - each repository's .git directory is pinned (bound onto itself: a
 //     mount point cannot be renamed, removed or renamed over), and its
-//     config and hooks made read-only; a .git file (a worktree's or
-//     submodule's "gitdir:" pointer) is made read-only;
+//     config and hooks made read-only; so are its submodules' git
+//     directories under .git/modules and its worktrees' config.worktree
+//     (protectGitDir); a .git file (a worktree's or submodule's "gitdir:"
+//     pointer) is made read-only;
 //   - start-up files (protectedNames) and .ssh/authorized_keys are made
 //     read-only.
 //
@@ -74,14 +77,11 @@ func Protect(writeRoots []string) (pin, ro []string, complete bool) {
 			name := d.Name()
 			switch {
 			case name == ".git" && d.IsDir():
-				pin = append(pin, p)
-				for _, e := range gitProtected {
-					q := filepath.Join(p, e)
-					// Lstat: a symlink is not followed; binding onto it
-					// would protect whatever it points at instead.
-					if fi, err := os.Lstat(q); err == nil && (fi.Mode().IsRegular() || fi.IsDir()) {
-						ro = append(ro, q)
-					}
+				gp, gro, ok := protectGitDir(p, &seen)
+				pin, ro = append(pin, gp...), append(ro, gro...)
+				if !ok {
+					complete = false
+					return filepath.SkipAll
 				}
 				return filepath.SkipDir // git's own data: nothing else to find
 			case name == ".git" && d.Type().IsRegular(),
@@ -96,6 +96,61 @@ func Protect(writeRoots []string) (pin, ro []string, complete bool) {
 		}
 	}
 	return pin, ro, complete
+}
+
+// protectGitDir returns what to pin and make read-only for the git
+// directory dir: dir itself is pinned and its gitProtected entries made
+// read-only; the same holds for every submodule's git directory under
+// dir/modules (at any depth: a submodule named "a/b" lives in modules/a/b,
+// nested submodules in modules/x/modules/y), which git runs hooks from and
+// reads config from just as from the top one; and a linked worktree's
+// config.worktree under dir/worktrees (it can set core.hooksPath too).
+// The directories it looks at count toward seen; ok is false when they
+// passed MaxWalk.
+func protectGitDir(dir string, seen *int) (pin, ro []string, ok bool) {
+	pin = append(pin, dir)
+	for _, e := range gitProtected {
+		q := filepath.Join(dir, e)
+		// Lstat: a symlink is not followed; binding onto it would
+		// protect whatever it points at instead.
+		if fi, err := os.Lstat(q); err == nil && (fi.Mode().IsRegular() || fi.IsDir()) {
+			ro = append(ro, q)
+		}
+	}
+	ok = true
+	if wts, err := os.ReadDir(filepath.Join(dir, "worktrees")); err == nil {
+		for _, wt := range wts {
+			if *seen++; *seen > MaxWalk {
+				return pin, ro, false
+			}
+			q := filepath.Join(dir, "worktrees", wt.Name(), "config.worktree")
+			if fi, err := os.Lstat(q); err == nil && fi.Mode().IsRegular() {
+				ro = append(ro, q)
+			}
+		}
+	}
+	filepath.WalkDir(filepath.Join(dir, "modules"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || p == filepath.Join(dir, "modules") {
+			return nil
+		}
+		if *seen++; *seen > MaxWalk {
+			ok = false
+			return filepath.SkipAll
+		}
+		// A git directory has a HEAD file; anything else here is a
+		// directory level of a submodule's name.
+		if fi, err := os.Lstat(filepath.Join(p, "HEAD")); err != nil || !fi.Mode().IsRegular() {
+			return nil
+		}
+		sp, sro, sok := protectGitDir(p, seen)
+		pin, ro = append(pin, sp...), append(ro, sro...)
+		if !sok {
+			ok = false
+			return filepath.SkipAll
+		}
+		return filepath.SkipDir
+	})
+	return pin, ro, ok
 }
 
 // MaxWalk bounds how many entries HardLinks looks at under all roots
