@@ -373,6 +373,16 @@ func (e *Engine) checkContent(t *tool, args map[string]any) *Violation {
 
 // checkSplit is the split-secret part of checkContent alone.
 func (e *Engine) checkSplit(t *tool, args map[string]any) *Violation {
+	if len(args) == 0 {
+		return nil
+	}
+	if len(args) == 1 {
+		for _, v := range args {
+			if _, ok := v.(string); ok {
+				return nil // one string: nothing to join
+			}
+		}
+	}
 	var all []string
 	for _, name := range sortedKeys(args) {
 		walk(args[name], func(s string) bool { all = append(all, s); return true })

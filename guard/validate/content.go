@@ -119,16 +119,32 @@ func FindSecret(s string) (Finding, bool) {
 // so the per-string walk can be skipped. JSON escapes (\u0024 is "$")
 // always count as a possible risk.
 func MayCarryContentRisk(raw []byte) bool {
-	if bytes.Contains(raw, []byte(`\u`)) || hasB64Run(raw) {
-		return true
-	}
-	for _, c := range raw {
-		if c >= 0x80 {
+	return riskyBytes(raw) || argAnchors.inFold(raw)
+}
+
+// riskyBytes reports whether raw has a non-ASCII byte, a \u escape or a
+// base64 run (hasB64Run), in one pass.
+func riskyBytes(raw []byte) bool {
+	run, slashes := 0, 0
+	for i, c := range raw {
+		switch {
+		case c >= utf8.RuneSelf:
+			return true
+		case b64Char(c):
+			run++
+			if c == '/' {
+				slashes++
+			}
+			if run >= minB64Run && slashes*16 <= run {
+				return true
+			}
+			continue
+		case c == '\\' && i+1 < len(raw) && raw[i+1] == 'u':
 			return true
 		}
+		run, slashes = 0, 0
 	}
-	var arr [1024]byte
-	return argAnchors.in(appendLower(arr[:0], raw))
+	return false
 }
 
 // anchorIndex finds any of a set of lower-case anchors in one pass. A bit
@@ -156,6 +172,50 @@ func newAnchorIndex(groups ...[]pattern) *anchorIndex {
 		}
 	}
 	return ix
+}
+
+// inFold is in(appendLower(nil, b)), without the copy: b is lower-cased
+// (ASCII only, as appendLower does) as it is read.
+func (ix *anchorIndex) inFold(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		c := lowerASCII(b[i])
+		if ix.single[c] {
+			return true
+		}
+		if i+1 == len(b) {
+			break
+		}
+		k := uint16(c)<<8 | uint16(lowerASCII(b[i+1]))
+		if ix.pairs[k>>3]&(1<<(k&7)) == 0 {
+			continue
+		}
+		for _, a := range ix.byFirst[c] {
+			if hasPrefixFold(b[i:], a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		c += 'a' - 'A'
+	}
+	return c
+}
+
+// hasPrefixFold is bytes.HasPrefix(appendLower(nil, b), low).
+func hasPrefixFold(b, low []byte) bool {
+	if len(b) < len(low) {
+		return false
+	}
+	for j, c := range low {
+		if lowerASCII(b[j]) != c {
+			return false
+		}
+	}
+	return true
 }
 
 // in reports whether low (already lower-cased) holds any anchor.

@@ -475,3 +475,40 @@ func TestWaitOnlyWhenTheListMatters(t *testing.T) {
 	close(release)
 	<-done
 }
+
+// The one-pass filters give the answers of the checks they replaced: the
+// anchor index over a lower-cased copy, and a search for `\u`, base64
+// runs and non-ASCII bytes one after the other.
+func checkFilters(t *testing.T, raw []byte) {
+	low := appendLower(nil, raw)
+	for _, ix := range []*anchorIndex{argAnchors, resultAnchors} {
+		if got, want := ix.inFold(raw), ix.in(low); got != want {
+			t.Fatalf("inFold(%q) = %v, in(lower) = %v", raw, got, want)
+		}
+	}
+	want := bytes.Contains(raw, []byte(`\u`)) || hasB64Run(raw)
+	for _, c := range raw {
+		want = want || c >= 0x80
+	}
+	if got := riskyBytes(raw); got != want {
+		t.Fatalf("riskyBytes(%q) = %v, want %v", raw, got, want)
+	}
+}
+
+var filterSeeds = []string{"", "a", "$", "%", "hello world", "x PRIVATE KEY", "x private key", "TOKEN", "The User", "GH", "g", "SK-", "ab%",
+	"ENVIRON", `{"content":[{"type":"text","text":"hello"}]}`, "IGNORE", "XoX", "eyJ", "INST]", "://", `{"path":"/tmp/ws/notes.txt"}`,
+	`\u0024HOME`, `\`, `\U`, "café", "\xff", "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY", "a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y",
+	"aaaaaaaaaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaaaaaaaaaa", "ИГНОРИР игнорир", "忽略", "Aws_Secret", "PassWD"}
+
+func TestFilters(t *testing.T) {
+	for _, s := range filterSeeds {
+		checkFilters(t, []byte(s))
+	}
+}
+
+func FuzzFilters(f *testing.F) {
+	for _, s := range filterSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { checkFilters(t, raw) })
+}
