@@ -88,19 +88,21 @@ type Engine struct {
 	pathOpts validate.PathOptions
 	schemes  []string
 	o        EngineOptions
+	general  bool // tests: never the fast paths of fast.go
 }
 
 type tool struct {
-	name   string
-	pin    string
-	schema *jsonschema.Schema
-	simple *simpleSchema // schema's simple form, nil when it has none
-	args   []argRule     // sorted by name
-	read   validate.Roots
-	write  validate.Roots
-	net    []netRule
-	exec   map[string]bool
-	waive  map[string]bool
+	name    string
+	pin     string
+	schema  *jsonschema.Schema
+	simple  *simpleSchema // schema's simple form, nil when it has none
+	args    []argRule     // sorted by name
+	hasArgv bool          // an argument of kind argv (checked against the others)
+	read    validate.Roots
+	write   validate.Roots
+	net     []netRule
+	exec    map[string]bool
+	waive   map[string]bool
 }
 
 type argRule struct {
@@ -160,6 +162,7 @@ func compileTool(name string, t Tool, p *Policy) (*tool, error) {
 			return nil, fmt.Errorf("argument %s: path access %q (want read or write)", n, a.Access)
 		}
 		ct.args = append(ct.args, argRule{name: n, Arg: a})
+		ct.hasArgv = ct.hasArgv || a.Kind == KindArgv
 	}
 	sort.Slice(ct.args, func(i, j int) bool { return ct.args[i].name < ct.args[j].name })
 	if ct.read, err = validate.NewRoots(slices.Concat(p.Filesystem.Read, t.Read)...); err != nil {
@@ -279,10 +282,17 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 		return &Violation{Layer: LayerL1, Rule: RuleToolNotAllowed, Target: toolName,
 			Reason: fmt.Sprintf("tool %q is not in the policy", toolName)}
 	}
-	args, ok := decodeFlat(rawArgs)
+	var args map[string]any
+	var arr [maxFlat]flatArg
+	flat, ok := parseFlat(rawArgs, arr[:0])
 	switch {
-	case ok:
-		// The common shape, decoded as encoding/json decodes it.
+	case ok && !e.general:
+		// The common shape: checked without the map where it can be,
+		// else decoded as encoding/json decodes it.
+		if v, done := e.checkFlat(ctx, t, rawArgs, flat); done {
+			return v
+		}
+		args = flatMap(flat)
 	case len(bytes.TrimSpace(rawArgs)) == 0 || bytes.Equal(bytes.TrimSpace(rawArgs), []byte("null")):
 		args = map[string]any{}
 	default:
@@ -295,7 +305,7 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 				Reason: "arguments are not a JSON object"}
 		}
 	}
-	if t.schema != nil && (t.simple == nil || !t.simple.accepts(args)) {
+	if t.schema != nil && (t.simple == nil || e.general || !t.simple.accepts(args)) {
 		if err := t.schema.Validate(args); err != nil {
 			return &Violation{Layer: LayerL1, Rule: RuleSchema, Target: toolName,
 				Reason: "arguments do not match the policy's schema: " + schemaErr(err)}

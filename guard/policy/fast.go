@@ -1,10 +1,16 @@
 package policy
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/mcpguard/mcpguard/guard/validate"
 )
 
 // The engine's hot path, a benign tools/call, spends much of its own time
@@ -14,28 +20,37 @@ import (
 // here take that common case and give exactly the answer of the general
 // code; whatever they are not sure of goes to the general code.
 
-// decodeFlat decodes raw as json.Unmarshal into an interface would, when
-// raw is an object whose members are all strings without escapes (the
-// common shape of tool arguments). ok is false for anything else
-// (escapes, other values, invalid UTF-8, a repeated key, bad syntax):
-// the caller decodes it with encoding/json.
-func decodeFlat(raw []byte) (m map[string]any, ok bool) {
+// maxFlat is the most members a flat object may have for the fast paths.
+const maxFlat = 8
+
+// flatArg is one member of a flat object of strings.
+type flatArg struct{ key, val string }
+
+// parseFlat reads raw when it is an object of at most maxFlat members that
+// are all strings without escapes (the common shape of tool arguments),
+// appending its members to dst in order. ok is false for anything else
+// (escapes, other values, invalid UTF-8, a repeated key, bad syntax, more
+// members): the caller decodes it with encoding/json.
+func parseFlat(raw []byte, dst []flatArg) (args []flatArg, ok bool) {
 	i := skipWS(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return nil, false
 	}
 	i = skipWS(raw, i+1)
-	m = make(map[string]any, 2)
 	if i < len(raw) && raw[i] == '}' {
-		return m, skipWS(raw, i+1) == len(raw)
+		return dst, skipWS(raw, i+1) == len(raw)
 	}
-	// Keys and values are substrings of one copy of raw: one allocation
-	// for all of them.
-	str := string(raw)
+	var spans [maxFlat][4]int // key and value of each member, in raw
+	n := 0
 	for {
 		k0, k1, ok := plainString(raw, i)
-		if !ok {
+		if !ok || n == maxFlat {
 			return nil, false
+		}
+		for _, sp := range spans[:n] {
+			if bytes.Equal(raw[sp[0]:sp[1]], raw[k0:k1]) {
+				return nil, false // a repeated key
+			}
 		}
 		i = skipWS(raw, k1+1)
 		if i >= len(raw) || raw[i] != ':' {
@@ -45,11 +60,8 @@ func decodeFlat(raw []byte) (m map[string]any, ok bool) {
 		if !ok {
 			return nil, false
 		}
-		key := str[k0:k1]
-		if _, dup := m[key]; dup {
-			return nil, false
-		}
-		m[key] = str[v0:v1]
+		spans[n] = [4]int{k0, k1, v0, v1}
+		n++
 		i = skipWS(raw, v1+1)
 		if i >= len(raw) {
 			return nil, false
@@ -57,12 +69,91 @@ func decodeFlat(raw []byte) (m map[string]any, ok bool) {
 		switch raw[i] {
 		case ',':
 			i = skipWS(raw, i+1)
+			continue
 		case '}':
-			return m, skipWS(raw, i+1) == len(raw)
+			if skipWS(raw, i+1) != len(raw) {
+				return nil, false
+			}
 		default:
 			return nil, false
 		}
+		break
 	}
+	// Keys and values are substrings of one copy of raw: one allocation
+	// for all of them.
+	str := string(raw)
+	for _, sp := range spans[:n] {
+		dst = append(dst, flatArg{str[sp[0]:sp[1]], str[sp[2]:sp[3]]})
+	}
+	return dst, true
+}
+
+// flatGet returns the value of key in args.
+func flatGet(args []flatArg, key string) (string, bool) {
+	for _, a := range args {
+		if a.key == key {
+			return a.val, true
+		}
+	}
+	return "", false
+}
+
+// flatMap is args as encoding/json decodes the object they came from.
+func flatMap(args []flatArg) map[string]any {
+	m := make(map[string]any, len(args))
+	for _, a := range args {
+		m[a.key] = a.val
+	}
+	return m
+}
+
+// decodeFlat decodes raw as json.Unmarshal into an interface would, when
+// parseFlat reads it; ok is false otherwise.
+func decodeFlat(raw []byte) (map[string]any, bool) {
+	var arr [maxFlat]flatArg
+	args, ok := parseFlat(raw, arr[:0])
+	if !ok {
+		return nil, false
+	}
+	return flatMap(args), true
+}
+
+// checkFlat is Check for arguments parseFlat read, without building the
+// map of them: the same checks in the same order, with the same
+// violations. done is false where it leaves the call to the general path
+// (a schema the fast path cannot accept it by, a tool with an argv
+// argument), before it has checked anything.
+func (e *Engine) checkFlat(ctx context.Context, t *tool, raw []byte, args []flatArg) (v *Violation, done bool) {
+	if t.hasArgv || t.schema != nil && (t.simple == nil || !t.simple.acceptsFlat(args)) {
+		return nil, false
+	}
+	for i := range t.args {
+		a := &t.args[i]
+		s, ok := flatGet(args, a.name)
+		if !ok || a.Kind == "" {
+			continue
+		}
+		if bad := e.checkArg(ctx, t, a, s); bad != nil {
+			bad.Arg = a.name
+			return bad, true
+		}
+	}
+	if !e.o.L2 {
+		return nil, true
+	}
+	if validate.MayCarryContentRisk(raw) {
+		return e.checkContent(t, flatMap(args)), true
+	}
+	// checkSplit: the strings in the order of their keys.
+	if len(args) < 2 {
+		return nil, true
+	}
+	sorted := slices.SortedFunc(slices.Values(args), func(a, b flatArg) int { return strings.Compare(a.key, b.key) })
+	all := make([]string, len(sorted))
+	for i, a := range sorted {
+		all[i] = a.val
+	}
+	return splitSecret(t, all), true
 }
 
 func skipWS(b []byte, i int) int {
@@ -247,6 +338,43 @@ func (s *simpleSchema) accepts(args map[string]any) bool {
 		}
 	}
 	return true
+}
+
+// acceptsFlat is accepts for a flat object of strings.
+func (s *simpleSchema) acceptsFlat(args []flatArg) bool {
+	for _, r := range s.required {
+		if _, ok := flatGet(args, r); !ok {
+			return false
+		}
+	}
+	for _, a := range args {
+		p, ok := s.props[a.key]
+		if !ok {
+			if s.closed {
+				return false
+			}
+			continue
+		}
+		if !p.acceptsString(a.val) {
+			return false
+		}
+	}
+	return true
+}
+
+// acceptsString is accepts for a string value.
+func (p simpleProp) acceptsString(s string) bool {
+	switch p.typ {
+	case "":
+		return true
+	case "string":
+		if p.min > 0 || p.max >= 0 {
+			n := utf8.RuneCountInString(s)
+			return n >= p.min && (p.max < 0 || n <= p.max)
+		}
+		return true
+	}
+	return false
 }
 
 func (p simpleProp) accepts(v any) bool {
