@@ -127,25 +127,56 @@ func MayCarryContentRisk(raw []byte) bool {
 func riskyBytes(raw []byte) bool {
 	run, slashes := 0, 0
 	for i, c := range raw {
-		switch {
-		case c >= utf8.RuneSelf:
-			return true
-		case b64Char(c):
+		switch byteClass[c] {
+		case classB64:
 			run++
-			if c == '/' {
-				slashes++
-			}
-			if run >= minB64Run && slashes*16 <= run {
+		case classSlash:
+			run++
+			slashes++
+		case classHigh:
+			return true
+		case classBackslash:
+			if i+1 < len(raw) && raw[i+1] == 'u' {
 				return true
 			}
+			run, slashes = 0, 0
 			continue
-		case c == '\\' && i+1 < len(raw) && raw[i+1] == 'u':
+		default:
+			run, slashes = 0, 0
+			continue
+		}
+		if run >= minB64Run && slashes*16 <= run {
 			return true
 		}
-		run, slashes = 0, 0
 	}
 	return false
 }
+
+// Byte classes for riskyBytes: one table look-up per byte instead of
+// b64Char's comparisons.
+const (
+	classOther uint8 = iota
+	classB64         // b64Char, but "/"
+	classSlash       // "/"
+	classBackslash
+	classHigh // not ASCII
+)
+
+var byteClass = func() (t [256]uint8) {
+	for c := range 256 {
+		switch {
+		case c >= utf8.RuneSelf:
+			t[c] = classHigh
+		case c == '/':
+			t[c] = classSlash
+		case b64Char(byte(c)):
+			t[c] = classB64
+		case c == '\\':
+			t[c] = classBackslash
+		}
+	}
+	return t
+}()
 
 // anchorIndex finds any of a set of lower-case anchors in one pass. A bit
 // set of the anchors' first two bytes rules out almost every position at
@@ -177,26 +208,36 @@ func newAnchorIndex(groups ...[]pattern) *anchorIndex {
 // inFold is in(appendLower(nil, b)), without the copy: b is lower-cased
 // (ASCII only, as appendLower does) as it is read.
 func (ix *anchorIndex) inFold(b []byte) bool {
-	for i := 0; i < len(b); i++ {
-		c := lowerASCII(b[i])
-		if ix.single[c] {
+	if len(b) == 0 {
+		return false
+	}
+	// Each position i-1 is checked when b[i] is read: its byte alone,
+	// and the pair it starts.
+	prev := foldASCII[b[0]]
+	for i := 1; i < len(b); i++ {
+		c := foldASCII[b[i]]
+		if ix.single[prev] {
 			return true
 		}
-		if i+1 == len(b) {
-			break
-		}
-		k := uint16(c)<<8 | uint16(lowerASCII(b[i+1]))
-		if ix.pairs[k>>3]&(1<<(k&7)) == 0 {
-			continue
-		}
-		for _, a := range ix.byFirst[c] {
-			if hasPrefixFold(b[i:], a) {
-				return true
+		if k := uint16(prev)<<8 | uint16(c); ix.pairs[k>>3]&(1<<(k&7)) != 0 {
+			for _, a := range ix.byFirst[prev] {
+				if a[1] == c && hasPrefixFold(b[i-1:], a) {
+					return true
+				}
 			}
 		}
+		prev = c
 	}
-	return false
+	return ix.single[prev]
 }
+
+// foldASCII lower-cases ASCII letters, as appendLower does.
+var foldASCII = func() (t [256]byte) {
+	for c := range 256 {
+		t[c] = lowerASCII(byte(c))
+	}
+	return t
+}()
 
 func lowerASCII(c byte) byte {
 	if c >= 'A' && c <= 'Z' {
