@@ -2,6 +2,7 @@ package validate
 
 import (
 	"bytes"
+	"encoding/binary"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -123,56 +124,53 @@ func MayCarryContentRisk(raw []byte) bool {
 }
 
 // riskyBytes reports whether raw has a non-ASCII byte, a \u escape or a
-// base64 run (hasB64Run), in one pass.
+// base64 run (hasB64Run). Texts are long and mostly plain: the first two
+// are searched for eight bytes at a time, and the byte-by-byte search for
+// a base64 run runs only where mayHaveB64Run finds room for one.
 func riskyBytes(raw []byte) bool {
-	run, slashes := 0, 0
-	for i, c := range raw {
-		switch byteClass[c] {
-		case classB64:
-			run++
-		case classSlash:
-			run++
-			slashes++
-		case classHigh:
-			return true
-		case classBackslash:
-			if i+1 < len(raw) && raw[i+1] == 'u' {
-				return true
-			}
-			run, slashes = 0, 0
-			continue
-		default:
-			run, slashes = 0, 0
-			continue
-		}
-		if run >= minB64Run && slashes*16 <= run {
+	if bytes.Contains(raw, []byte(`\u`)) {
+		return true
+	}
+	i := 0
+	for ; i+8 <= len(raw); i += 8 {
+		if binary.LittleEndian.Uint64(raw[i:])&0x8080808080808080 != 0 {
 			return true
 		}
+	}
+	for ; i < len(raw); i++ {
+		if raw[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return mayHaveB64Run(raw) && hasB64Run(raw)
+}
+
+// mayHaveB64Run is false where hasB64Run is: a run it reports is at least
+// minB64Run (24) base64 characters, so it covers two consecutive 8-byte
+// words of raw (counted from raw[0]) entirely.
+func mayHaveB64Run(raw []byte) bool {
+	prev := false
+	for i := 0; i+8 <= len(raw); i += 8 {
+		w := raw[i : i+8 : i+8]
+		all := b64Byte[w[0]] & b64Byte[w[1]] & b64Byte[w[2]] & b64Byte[w[3]] &
+			b64Byte[w[4]] & b64Byte[w[5]] & b64Byte[w[6]] & b64Byte[w[7]]
+		if all == 0 {
+			prev = false
+			continue
+		}
+		if prev {
+			return true
+		}
+		prev = true
 	}
 	return false
 }
 
-// Byte classes for riskyBytes: one table look-up per byte instead of
-// b64Char's comparisons.
-const (
-	classOther uint8 = iota
-	classB64         // b64Char, but "/"
-	classSlash       // "/"
-	classBackslash
-	classHigh // not ASCII
-)
-
-var byteClass = func() (t [256]uint8) {
+// b64Byte is b64Char as a table (1 for base64 characters).
+var b64Byte = func() (t [256]uint8) {
 	for c := range 256 {
-		switch {
-		case c >= utf8.RuneSelf:
-			t[c] = classHigh
-		case c == '/':
-			t[c] = classSlash
-		case b64Char(byte(c)):
-			t[c] = classB64
-		case c == '\\':
-			t[c] = classBackslash
+		if b64Char(byte(c)) {
+			t[c] = 1
 		}
 	}
 	return t

@@ -504,6 +504,17 @@ func TestFilters(t *testing.T) {
 	for _, s := range filterSeeds {
 		checkFilters(t, []byte(s))
 	}
+	// Base64 runs (and paths) of every length around minB64Run at every
+	// offset from an 8-byte word's start, then cut short or not.
+	for off := range 17 {
+		for n := minB64Run - 4; n <= minB64Run+20; n++ {
+			for _, run := range []string{strings.Repeat("QUJD", n)[:n], strings.Repeat("ab/cdefghijklmnopqrst", n)[:n]} {
+				for _, tail := range []string{"", " ", "é", `\u0041`} {
+					checkFilters(t, []byte(strings.Repeat(" ", off)+run+tail))
+				}
+			}
+		}
+	}
 }
 
 func FuzzFilters(f *testing.F) {
@@ -514,7 +525,7 @@ func FuzzFilters(f *testing.F) {
 }
 
 // BenchmarkFilters times the result filter on a benign 2 KiB text (what
-// every tools/call result of that size goes through), one pass against
+// every tools/call result of that size goes through) against
 // the composition of the checks it replaced.
 func BenchmarkFilters(b *testing.B) {
 	para := "The proxy reads each message once, checks what the policy grants, and forwards the original bytes. " +
@@ -530,7 +541,7 @@ func BenchmarkFilters(b *testing.B) {
 			}
 		}
 	})
-	b.Run("one-pass", func(b *testing.B) {
+	b.Run("suspicious", func(b *testing.B) {
 		for b.Loop() {
 			if suspicious(res) {
 				b.Fatal("benign text flagged")
