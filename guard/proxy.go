@@ -370,8 +370,9 @@ func (s *session) relayClient(line []byte) {
 // on another goroutine meanwhile.
 func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) bool {
 	buf := bytes.Clone(line) // the Request aliases it until it is answered
-	req := &Request{Method: env.MethodName, ID: env.ID.In(buf), Params: env.Params.In(buf),
-		Server: s.p.Server, Config: s.p.Config}
+	c := &judged{req: Request{Method: env.MethodName, ID: env.ID.In(buf), Params: env.Params.In(buf),
+		Server: s.p.Server, Config: s.p.Config}}
+	req := &c.req
 	if req.Method == "tools/call" {
 		name := env.Name.In(buf)
 		if len(name) < 3 || name[0] != '"' {
@@ -380,11 +381,12 @@ func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) 
 		}
 		req.Tool, req.Arguments = jsonrpc.Unquote(name), env.Arguments.In(buf)
 	}
-	orig := original{line: buf, id: req.ID, tool: req.Tool, params: req.Params, args: req.Arguments}
+	orig := &c.orig
+	*orig = original{line: buf, id: req.ID, tool: req.Tool, params: req.Params, args: req.Arguments}
 	for i, st := range s.p.Stages {
 		if w, ok := st.(Waiter); ok {
 			if wait := s.waitFor(w, req); wait != nil {
-				return s.slow(req, &orig, i, wait)
+				return s.slow(req, orig, i, wait)
 			}
 		}
 		if resp := s.stageRequest(st, req); resp != nil {
@@ -400,10 +402,20 @@ func (s *session) clientRequest(env *jsonrpc.Envelope, line []byte, key string) 
 			return false
 		}
 	}
-	if s.addPending(key, &inflight{origID: req.ID, req: req}) {
+	c.w = inflight{origID: req.ID, req: req}
+	if s.addPending(key, &c.w) {
 		s.relayServer(out)
 	}
 	return false
+}
+
+// judged is what clientRequest keeps of a request, in one allocation: the
+// Request the stages judge, the client's original, and its entry in the
+// table of requests in flight.
+type judged struct {
+	req  Request
+	orig original
+	w    inflight
 }
 
 // waitFor asks a Waiter whether req must wait; a panic counts as no.

@@ -88,18 +88,21 @@ type Engine struct {
 	pathOpts validate.PathOptions
 	schemes  []string
 	o        EngineOptions
+	general  bool // tests: never the fast paths of fast.go
 }
 
 type tool struct {
-	name   string
-	pin    string
-	schema *jsonschema.Schema
-	args   []argRule // sorted by name
-	read   validate.Roots
-	write  validate.Roots
-	net    []netRule
-	exec   map[string]bool
-	waive  map[string]bool
+	name    string
+	pin     string
+	schema  *jsonschema.Schema
+	simple  *simpleSchema // schema's simple form, nil when it has none
+	args    []argRule     // sorted by name
+	hasArgv bool          // an argument of kind argv (checked against the others)
+	read    validate.Roots
+	write   validate.Roots
+	net     []netRule
+	exec    map[string]bool
+	waive   map[string]bool
 }
 
 type argRule struct {
@@ -143,9 +146,11 @@ func compileTool(name string, t Tool, p *Policy) (*tool, error) {
 	ct := &tool{name: name, pin: t.Pin, exec: map[string]bool{}, waive: map[string]bool{}}
 	var err error
 	if len(t.Schema) > 0 {
-		if ct.schema, err = compileSchema(name, t.Schema); err != nil {
+		var doc any
+		if ct.schema, doc, err = compileSchema(name, t.Schema); err != nil {
 			return nil, err
 		}
+		ct.simple = newSimpleSchema(doc)
 	}
 	for n, a := range t.Args {
 		switch a.Kind {
@@ -157,6 +162,7 @@ func compileTool(name string, t Tool, p *Policy) (*tool, error) {
 			return nil, fmt.Errorf("argument %s: path access %q (want read or write)", n, a.Access)
 		}
 		ct.args = append(ct.args, argRule{name: n, Arg: a})
+		ct.hasArgv = ct.hasArgv || a.Kind == KindArgv
 	}
 	sort.Slice(ct.args, func(i, j int) bool { return ct.args[i].name < ct.args[j].name })
 	if ct.read, err = validate.NewRoots(slices.Concat(p.Filesystem.Read, t.Read)...); err != nil {
@@ -218,22 +224,24 @@ func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("schema reference %s: external references are not loaded", url)
 }
 
-func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, error) {
+// compileSchema compiles a tool's schema, and returns the document it
+// compiled too (for newSimpleSchema).
+func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, any, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
+		return nil, nil, fmt.Errorf("schema: %w", err)
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(noLoader{})
 	loc := "mem://policy/" + name + ".json"
 	if err := c.AddResource(loc, doc); err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
+		return nil, nil, fmt.Errorf("schema: %w", err)
 	}
 	s, err := c.Compile(loc)
 	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
+		return nil, nil, fmt.Errorf("schema: %w", err)
 	}
-	return s, nil
+	return s, doc, nil
 }
 
 // Tools lists the tools the engine admits.
@@ -275,9 +283,19 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 			Reason: fmt.Sprintf("tool %q is not in the policy", toolName)}
 	}
 	var args map[string]any
-	if len(bytes.TrimSpace(rawArgs)) == 0 || bytes.Equal(bytes.TrimSpace(rawArgs), []byte("null")) {
+	var arr [maxFlat]flatArg
+	flat, ok := parseFlat(rawArgs, arr[:0])
+	switch {
+	case ok && !e.general:
+		// The common shape: checked without the map where it can be,
+		// else decoded as encoding/json decodes it.
+		if v, done := e.checkFlat(ctx, t, rawArgs, flat); done {
+			return v
+		}
+		args = flatMap(flat)
+	case len(bytes.TrimSpace(rawArgs)) == 0 || bytes.Equal(bytes.TrimSpace(rawArgs), []byte("null")):
 		args = map[string]any{}
-	} else {
+	default:
 		// Into an interface, not the map: encoding/json then builds the
 		// map directly instead of through reflection (half the cost).
 		var v any
@@ -287,7 +305,7 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 				Reason: "arguments are not a JSON object"}
 		}
 	}
-	if t.schema != nil {
+	if t.schema != nil && (t.simple == nil || e.general || !t.simple.accepts(args)) {
 		if err := t.schema.Validate(args); err != nil {
 			return &Violation{Layer: LayerL1, Rule: RuleSchema, Target: toolName,
 				Reason: "arguments do not match the policy's schema: " + schemaErr(err)}
@@ -365,6 +383,16 @@ func (e *Engine) checkContent(t *tool, args map[string]any) *Violation {
 
 // checkSplit is the split-secret part of checkContent alone.
 func (e *Engine) checkSplit(t *tool, args map[string]any) *Violation {
+	if len(args) == 0 {
+		return nil
+	}
+	if len(args) == 1 {
+		for _, v := range args {
+			if _, ok := v.(string); ok {
+				return nil // one string: nothing to join
+			}
+		}
+	}
 	var all []string
 	for _, name := range sortedKeys(args) {
 		walk(args[name], func(s string) bool { all = append(all, s); return true })

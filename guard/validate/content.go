@@ -2,6 +2,7 @@ package validate
 
 import (
 	"bytes"
+	"encoding/binary"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -119,17 +120,61 @@ func FindSecret(s string) (Finding, bool) {
 // so the per-string walk can be skipped. JSON escapes (\u0024 is "$")
 // always count as a possible risk.
 func MayCarryContentRisk(raw []byte) bool {
-	if bytes.Contains(raw, []byte(`\u`)) || hasB64Run(raw) {
+	return riskyBytes(raw) || argAnchors.inFold(raw)
+}
+
+// riskyBytes reports whether raw has a non-ASCII byte, a \u escape or a
+// base64 run (hasB64Run). Texts are long and mostly plain: the first two
+// are searched for eight bytes at a time, and the byte-by-byte search for
+// a base64 run runs only where mayHaveB64Run finds room for one.
+func riskyBytes(raw []byte) bool {
+	if bytes.Contains(raw, []byte(`\u`)) {
 		return true
 	}
-	for _, c := range raw {
-		if c >= 0x80 {
+	i := 0
+	for ; i+8 <= len(raw); i += 8 {
+		if binary.LittleEndian.Uint64(raw[i:])&0x8080808080808080 != 0 {
 			return true
 		}
 	}
-	var arr [1024]byte
-	return argAnchors.in(appendLower(arr[:0], raw))
+	for ; i < len(raw); i++ {
+		if raw[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return mayHaveB64Run(raw) && hasB64Run(raw)
 }
+
+// mayHaveB64Run is false where hasB64Run is: a run it reports is at least
+// minB64Run (24) base64 characters, so it covers two consecutive 8-byte
+// words of raw (counted from raw[0]) entirely.
+func mayHaveB64Run(raw []byte) bool {
+	prev := false
+	for i := 0; i+8 <= len(raw); i += 8 {
+		w := raw[i : i+8 : i+8]
+		all := b64Byte[w[0]] & b64Byte[w[1]] & b64Byte[w[2]] & b64Byte[w[3]] &
+			b64Byte[w[4]] & b64Byte[w[5]] & b64Byte[w[6]] & b64Byte[w[7]]
+		if all == 0 {
+			prev = false
+			continue
+		}
+		if prev {
+			return true
+		}
+		prev = true
+	}
+	return false
+}
+
+// b64Byte is b64Char as a table (1 for base64 characters).
+var b64Byte = func() (t [256]uint8) {
+	for c := range 256 {
+		if b64Char(byte(c)) {
+			t[c] = 1
+		}
+	}
+	return t
+}()
 
 // anchorIndex finds any of a set of lower-case anchors in one pass. A bit
 // set of the anchors' first two bytes rules out almost every position at
@@ -156,6 +201,60 @@ func newAnchorIndex(groups ...[]pattern) *anchorIndex {
 		}
 	}
 	return ix
+}
+
+// inFold is in(appendLower(nil, b)), without the copy: b is lower-cased
+// (ASCII only, as appendLower does) as it is read.
+func (ix *anchorIndex) inFold(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	// Each position i-1 is checked when b[i] is read: its byte alone,
+	// and the pair it starts.
+	prev := foldASCII[b[0]]
+	for i := 1; i < len(b); i++ {
+		c := foldASCII[b[i]]
+		if ix.single[prev] {
+			return true
+		}
+		if k := uint16(prev)<<8 | uint16(c); ix.pairs[k>>3]&(1<<(k&7)) != 0 {
+			for _, a := range ix.byFirst[prev] {
+				if a[1] == c && hasPrefixFold(b[i-1:], a) {
+					return true
+				}
+			}
+		}
+		prev = c
+	}
+	return ix.single[prev]
+}
+
+// foldASCII lower-cases ASCII letters, as appendLower does.
+var foldASCII = func() (t [256]byte) {
+	for c := range 256 {
+		t[c] = lowerASCII(byte(c))
+	}
+	return t
+}()
+
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		c += 'a' - 'A'
+	}
+	return c
+}
+
+// hasPrefixFold is bytes.HasPrefix(appendLower(nil, b), low).
+func hasPrefixFold(b, low []byte) bool {
+	if len(b) < len(low) {
+		return false
+	}
+	for j, c := range low {
+		if lowerASCII(b[j]) != c {
+			return false
+		}
+	}
+	return true
 }
 
 // in reports whether low (already lower-cased) holds any anchor.

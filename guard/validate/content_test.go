@@ -475,3 +475,77 @@ func TestWaitOnlyWhenTheListMatters(t *testing.T) {
 	close(release)
 	<-done
 }
+
+// The one-pass filters give the answers of the checks they replaced: the
+// anchor index over a lower-cased copy, and a search for `\u`, base64
+// runs and non-ASCII bytes one after the other.
+func checkFilters(t *testing.T, raw []byte) {
+	low := appendLower(nil, raw)
+	for _, ix := range []*anchorIndex{argAnchors, resultAnchors} {
+		if got, want := ix.inFold(raw), ix.in(low); got != want {
+			t.Fatalf("inFold(%q) = %v, in(lower) = %v", raw, got, want)
+		}
+	}
+	want := bytes.Contains(raw, []byte(`\u`)) || hasB64Run(raw)
+	for _, c := range raw {
+		want = want || c >= 0x80
+	}
+	if got := riskyBytes(raw); got != want {
+		t.Fatalf("riskyBytes(%q) = %v, want %v", raw, got, want)
+	}
+}
+
+var filterSeeds = []string{"", "a", "$", "%", "hello world", "x PRIVATE KEY", "x private key", "TOKEN", "The User", "GH", "g", "SK-", "ab%",
+	"ENVIRON", `{"content":[{"type":"text","text":"hello"}]}`, "IGNORE", "XoX", "eyJ", "INST]", "://", `{"path":"/tmp/ws/notes.txt"}`,
+	`\u0024HOME`, `\`, `\U`, "café", "\xff", "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY", "a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y",
+	"aaaaaaaaaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaaaaaaaaaa", "ИГНОРИР игнорир", "忽略", "Aws_Secret", "PassWD"}
+
+func TestFilters(t *testing.T) {
+	for _, s := range filterSeeds {
+		checkFilters(t, []byte(s))
+	}
+	// Base64 runs (and paths) of every length around minB64Run at every
+	// offset from an 8-byte word's start, then cut short or not.
+	for off := range 17 {
+		for n := minB64Run - 4; n <= minB64Run+20; n++ {
+			for _, run := range []string{strings.Repeat("QUJD", n)[:n], strings.Repeat("ab/cdefghijklmnopqrst", n)[:n]} {
+				for _, tail := range []string{"", " ", "é", `\u0041`} {
+					checkFilters(t, []byte(strings.Repeat(" ", off)+run+tail))
+				}
+			}
+		}
+	}
+}
+
+func FuzzFilters(f *testing.F) {
+	for _, s := range filterSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { checkFilters(t, raw) })
+}
+
+// BenchmarkFilters times the result filter on a benign 2 KiB text (what
+// every tools/call result of that size goes through) against
+// the composition of the checks it replaced.
+func BenchmarkFilters(b *testing.B) {
+	para := "The proxy reads each message once, checks what the policy grants, and forwards the original bytes. " +
+		"Paths are resolved by the kernel; results are scanned before the client sees them.\n"
+	text := strings.Repeat(para, 2048/len(para)+1)[:2048]
+	res, err := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}})
+	require.NoError(b, err)
+	b.Run("composed", func(b *testing.B) {
+		for b.Loop() {
+			low := appendLower(nil, res)
+			if bytes.Contains(res, []byte(`\u`)) || hasB64Run(res) || !isASCII(string(res)) || resultAnchors.in(low) {
+				b.Fatal("benign text flagged")
+			}
+		}
+	})
+	b.Run("suspicious", func(b *testing.B) {
+		for b.Loop() {
+			if suspicious(res) {
+				b.Fatal("benign text flagged")
+			}
+		}
+	})
+}

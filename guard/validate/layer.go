@@ -428,16 +428,7 @@ func walkStrings(v any, f func(string) string) any {
 // non-ASCII bytes, JSON escapes of them, or a secret or injection anchor
 // are decoded and walked.
 func suspicious(raw []byte) bool {
-	for _, c := range raw {
-		if c >= 0x80 {
-			return true
-		}
-	}
-	if bytes.Contains(raw, []byte(`\u`)) || hasB64Run(raw) {
-		return true
-	}
-	var arr [1024]byte
-	return resultAnchors.in(appendLower(arr[:0], raw))
+	return riskyBytes(raw) || resultAnchors.inFold(raw)
 }
 
 // sanitize checks a result (a tool's, a resource's, a prompt's, a
