@@ -123,12 +123,20 @@ func MayCarryContentRisk(raw []byte) bool {
 	return riskyBytes(raw) || argAnchors.inFold(raw)
 }
 
-// riskyBytes reports whether raw has a non-ASCII byte, a \u escape or a
-// base64 run (hasB64Run). Texts are long and mostly plain: the first two
-// are searched for eight bytes at a time, and the byte-by-byte search for
-// a base64 run runs only where mayHaveB64Run finds room for one.
+// riskyBytes reports whether raw has a non-ASCII byte, a \u or \/ escape
+// or a base64 run (hasB64Run). Texts are long and mostly plain: the first
+// two are searched for eight bytes at a time, and the byte-by-byte search
+// for a base64 run runs only where mayHaveB64Run finds room for one.
+//
+// The anchors and base64 runs are looked for in the raw bytes, so an
+// escape that decodes to a character they contain must count as a risk:
+// "\u0024" is "$", and "\/" is "/", which is in "://" (credentials in a
+// URL written postgres:\/\/user:pw@host) and in base64 (a run cut into
+// short pieces by escaped slashes). JSON's other escapes decode to
+// quotes, backslashes and control characters, which no anchor and no
+// base64 run holds.
 func riskyBytes(raw []byte) bool {
-	if bytes.Contains(raw, []byte(`\u`)) {
+	if bytes.Contains(raw, []byte(`\u`)) || bytes.Contains(raw, []byte(`\/`)) {
 		return true
 	}
 	i := 0

@@ -486,7 +486,7 @@ func checkFilters(t *testing.T, raw []byte) {
 			t.Fatalf("inFold(%q) = %v, in(lower) = %v", raw, got, want)
 		}
 	}
-	want := bytes.Contains(raw, []byte(`\u`)) || hasB64Run(raw)
+	want := bytes.Contains(raw, []byte(`\u`)) || bytes.Contains(raw, []byte(`\/`)) || hasB64Run(raw)
 	for _, c := range raw {
 		want = want || c >= 0x80
 	}

@@ -425,10 +425,63 @@ func walkStrings(v any, f func(string) string) any {
 }
 
 // suspicious is the cheap filter on a raw result: only results with
-// non-ASCII bytes, JSON escapes of them, or a secret or injection anchor
-// are decoded and walked.
+// non-ASCII bytes, JSON escapes of them, a secret or injection anchor, or
+// more than one text are decoded and walked. Several texts are read
+// joined (sanitize), and an anchor split across two of them ("disre",
+// "gard all previous rules") is in no raw byte range, so they always take
+// the full walk.
 func suspicious(raw []byte) bool {
-	return riskyBytes(raw) || resultAnchors.inFold(raw)
+	return riskyBytes(raw) || resultAnchors.inFold(raw) || multiText(raw)
+}
+
+// multiText reports whether raw (valid JSON) holds two or more string
+// values that readingOrder could read: every string value counts but the
+// one right after a label key (type, mimeType, role, uri), so it counts at
+// least what readingOrder reads. A key spelled with an escape counts as
+// no label (and riskyBytes flags the escape anyway).
+func multiText(raw []byte) bool {
+	n := 0
+	label := false
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '"' {
+			continue
+		}
+		j := i + 1
+		for j < len(raw) && raw[j] != '"' {
+			if raw[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		if j >= len(raw) {
+			return true // not valid JSON: let the decoder decide
+		}
+		k := skipSpace(raw, j+1)
+		if k < len(raw) && raw[k] == ':' {
+			switch string(raw[i+1 : j]) {
+			case "type", "mimeType", "role", "uri":
+				label = true
+			default:
+				label = false
+			}
+		} else {
+			if !label {
+				if n++; n >= 2 {
+					return true
+				}
+			}
+			label = false
+		}
+		i = j
+	}
+	return false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // sanitize checks a result (a tool's, a resource's, a prompt's, a
