@@ -446,7 +446,10 @@ func compatSession(t *testing.T, node, compat, bin, cfg, pol, ws string, argv []
 	require.NoError(t, err)
 	f := filepath.Join(t.TempDir(), "spec.json")
 	require.NoError(t, os.WriteFile(f, b, 0o644))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// The whole session, npx's resolution included, scaled as the
+	// client's own request timeout is (a fixed 2 minutes killed every
+	// npx cell under the VM's TCG).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*60*compatTimeScale())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join(compat, "client.mjs"), f)
 	cmd.Dir = compat
