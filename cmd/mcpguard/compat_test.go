@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpguard/mcpguard/guard/runtime"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -57,6 +58,12 @@ type compatServer struct {
 
 // wsArg in a launcher's argv stands for the cell's workspace.
 const wsArg = "\x00WS"
+
+// resolveTimeoutEnv scales the runtime resolver's helper time bound
+// (npm exec for npx -y takes minutes under the VM's TCG) as the rest.
+func resolveTimeoutEnv() string {
+	return runtime.TimeoutEnv + "=" + (20 * compatTimeScale()).String()
+}
 
 // compatTimeScale is a second times MCPGUARD_COMPAT_TIMEOUT_SCALE (default
 // 1): the VM's emulated CPU needs 4 or more for node's start-up.
@@ -129,7 +136,7 @@ func (e compatEnv) policyInit(ws, pol string, env, procEnv map[string]string, ar
 	defer cancel()
 	ic := exec.CommandContext(ctx, e.bin, initArgs...)
 	ic.Dir = ws
-	ic.Env = os.Environ()
+	ic.Env = append(os.Environ(), resolveTimeoutEnv())
 	for k, v := range procEnv {
 		ic.Env = append(ic.Env, k+"="+v)
 	}
@@ -388,6 +395,8 @@ func TestCompat(t *testing.T) {
 				}
 				sessEnv := maps.Clone(env)
 				maps.Copy(sessEnv, srv.procEnv)
+				k, v, _ := strings.Cut(resolveTimeoutEnv(), "=")
+				sessEnv[k] = v
 				c.OK, c.Detail = compatSession(t, node, compat, runBin, cfg, pol, ws, argv, sessEnv, srv.calls(ws))
 				cells = append(cells, c)
 			}

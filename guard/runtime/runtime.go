@@ -67,12 +67,18 @@ type Options struct {
 	// shim asked which program it runs, npm asked to install a package)
 	// and returns its standard output. Nil runs it with os/exec.
 	Run func(ctx context.Context, c Command) ([]byte, error)
-	// Timeout bounds each helper (default 20 s; npm installs get 4x).
+	// Timeout bounds each helper (npm installs get 4x). Zero means
+	// MCPGUARD_RESOLVE_TIMEOUT (a Go duration, for slow machines and
+	// networks) when set, else 20 s.
 	Timeout time.Duration
 	// Extra are the policy's runtime.read and runtime.exec entries,
 	// merged into every result.
 	ExtraRead, ExtraExec []string
 }
+
+// TimeoutEnv names the environment variable that sets the default
+// Options.Timeout.
+const TimeoutEnv = "MCPGUARD_RESOLVE_TIMEOUT"
 
 // Resolver resolves commands; it holds no state between calls.
 type Resolver struct {
@@ -86,6 +92,9 @@ func New(o Options) *Resolver {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 20 * time.Second
+		if d, err := time.ParseDuration(os.Getenv(TimeoutEnv)); err == nil && d > 0 {
+			o.Timeout = d
+		}
 	}
 	return &Resolver{o: o}
 }
