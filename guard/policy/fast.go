@@ -383,14 +383,7 @@ func (p simpleProp) accepts(v any) bool {
 		return true
 	case "string":
 		s, ok := v.(string)
-		if !ok {
-			return false
-		}
-		if p.min > 0 || p.max >= 0 {
-			n := utf8.RuneCountInString(s)
-			return n >= p.min && (p.max < 0 || n <= p.max)
-		}
-		return true
+		return ok && p.acceptsString(s)
 	case "number":
 		f, ok := v.(float64)
 		return ok && !math.IsNaN(f) && !math.IsInf(f, 0)
