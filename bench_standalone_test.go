@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,14 +26,16 @@ import (
 // The standalone benchmark measures what a user of `mcpguard run` gets: the
 // proxy as a process of its own between a client and the Go filesystem
 // server, next to the server direct and behind a byte relay (the floor of
-// any stdio proxy). Every round sends one benign read_file to each session
+// any stdio proxy), once as it is and once with the spare P that
+// `mcpguard run` takes (relay+P). Every round sends one benign read_file to each session
 // in rotating order, so that every row sees the same history before each
 // measured call (on VMs, a session's latency depends on how long its
 // processes slept); the figures are medians of per-round differences.
 //
 // TestStandalone runs a few rounds and checks that every row returned the
 // file and that the proxies were measured; BenchmarkStandalone reports, per
-// row: over-direct-ns and over-relay-ns (medians of per-round differences),
+// row: over-direct-ns, over-relay-ns and over-relay+P-ns (medians of
+// per-round differences),
 // p50-ns and p95-ns (the row's own latency), cpu-ns/call (the proxy's or
 // the relay's CPU time per call, from /proc/<pid>/task/*/schedstat), and
 // rss-kB (the proxy's resident memory, idle after the rounds); and the
@@ -81,10 +84,14 @@ func runStandalone(tb testing.TB, rounds int) {
 		return append(append(argv, "--"), fx.argv...)
 	}
 
-	rows := []*row{{name: "direct"}, {name: "relay"}, {name: "C0"}, {name: "C-app"}, {name: "C-full-landlock"}}
+	// relay+P is the relay with the spare P that `mcpguard run` gives itself
+	// (cmd/mcpguard/procs.go), so that the floor has the same advantage.
+	spare := fmt.Sprintf("GOMAXPROCS=%d", runtime.GOMAXPROCS(0)+1)
+	rows := []*row{{name: "direct"}, {name: "relay"}, {name: "relay+P"}, {name: "C0"}, {name: "C-app"}, {name: "C-full-landlock"}}
 	argvs := map[string][]string{
 		"direct":          fx.argv,
 		"relay":           append([]string{relay}, fx.argv...),
+		"relay+P":         append([]string{"env", spare, relay}, fx.argv...),
 		"C0":              guarded(configs.C0),
 		"C-app":           guarded(configs.CApp, append(policy, vars...)...),
 		"C-full-landlock": guarded(configs.CFullLandlock, append(policy, vars...)...),
@@ -165,7 +172,7 @@ func runStandalone(tb testing.TB, rounds int) {
 	for i, r := range rows {
 		cpu[i] = float64(cpuNS(r.cpu)-cpu0[i]) / float64(n)
 	}
-	direct, relayIdx := 0, 1
+	direct, relayIdx, relayP := 0, 1, 2
 	for i, r := range rows {
 		over := func(base int) float64 {
 			d := make([]float64, n)
@@ -184,6 +191,9 @@ func runStandalone(tb testing.TB, rounds int) {
 		}
 		if i > relayIdx {
 			metrics["over-relay-ns"] = over(relayIdx)
+		}
+		if i > relayP {
+			metrics["over-relay+P-ns"] = over(relayP)
 		}
 		if r.cpu != 0 {
 			metrics["cpu-ns/call"] = cpu[i]

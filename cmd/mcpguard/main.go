@@ -59,6 +59,9 @@ func (e *exitCode) Unwrap() error { return e.err }
 var errUsage = errors.New("usage")
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		spareProc()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, stdio{os.Stdin, os.Stdout, os.Stderr}, os.Args[1:])
 	stop()

@@ -195,3 +195,8 @@ func TestRunExplainsEarlyExit(t *testing.T) {
 	assert.Contains(t, stderr, secret)
 	assert.Contains(t, stderr, `allow: "filesystem": {"read": ["`+filepath.Dir(secret)+`"]}`)
 }
+
+func TestSpareProcs(t *testing.T) {
+	require.Equal(t, 3, spareProcs("", 2), "one P more than the runtime's default")
+	require.Equal(t, 2, spareProcs("2", 2), "an explicit GOMAXPROCS is kept")
+}
