@@ -352,14 +352,17 @@ func TestCompat(t *testing.T) {
 		Detail                   string
 	}
 	var cells []cell
-	only := os.Getenv("MCPGUARD_COMPAT_SERVERS") // a regexp: run only the servers it matches
+	// Regexps: run only the servers, and the launchers, they match.
+	onlySrv, onlyLaunch := os.Getenv("MCPGUARD_COMPAT_SERVERS"), os.Getenv("MCPGUARD_COMPAT_LAUNCHERS")
 	for _, srv := range servers {
-		if only != "" && !regexp.MustCompile(only).MatchString(srv.name) {
+		if onlySrv != "" && !regexp.MustCompile(onlySrv).MatchString(srv.name) {
 			continue
 		}
 		names := make([]string, 0, len(srv.launchers))
 		for n := range srv.launchers {
-			names = append(names, n)
+			if onlyLaunch == "" || regexp.MustCompile(onlyLaunch).MatchString(n) {
+				names = append(names, n)
+			}
 		}
 		sort.Strings(names)
 		for _, ln := range names {
