@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -413,13 +414,19 @@ func FuzzChatStream(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"{\"}}]}}]}\n\n"))
 	f.Add([]byte("data: {\"error\":{\"message\":\"boom\"}}\n\n"))
 	f.Add([]byte(": keep-alive\n\nevent: x\n\n"))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Write(body)
-		}))
-		defer srv.Close()
-		llm := agent.NewLLM(agent.LLMOptions{BaseURL: srv.URL + "/v1", Model: "m", RequestTimeout: 2 * time.Second, StallTimeout: time.Second})
+	// One server and one client for every input (the inputs of a fuzz
+	// worker run one at a time): a server and a connection per input left
+	// tens of thousands of sockets in TIME_WAIT, and the fuzzer stalled for
+	// seconds at a time once the ephemeral ports ran out.
+	var body atomic.Pointer[[]byte]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(*body.Load())
+	}))
+	f.Cleanup(srv.Close)
+	llm := agent.NewLLM(agent.LLMOptions{BaseURL: srv.URL + "/v1", Model: "m", RequestTimeout: 2 * time.Second, StallTimeout: time.Second})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		body.Store(&b)
 		s, err := llm.ChatStream(context.Background(), openai.ChatCompletionRequest{
 			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "x"}}})
 		if err == nil {

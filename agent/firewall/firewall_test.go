@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -373,16 +374,22 @@ func FuzzClassifierResponse(f *testing.F) {
 	f.Add([]byte(`{"data":[{"index":0,"probs":[0.1,0.9]}]}`), true)
 	f.Add([]byte(`[[{"label":"MALICIOUS","score":7}]]`), false)
 	f.Add([]byte(`{"data":[{"index":5,"probs":[0.1]}]}`), true)
-	f.Fuzz(func(t *testing.T, body []byte, vllm bool) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
-		defer srv.Close()
-		api := firewall.TEI
-		if vllm {
-			api = firewall.VLLM
-		}
+	// One server and one scanner per API for every input (a fuzz worker
+	// runs them one at a time): a server per input left tens of thousands
+	// of sockets in TIME_WAIT, and the fuzzer stalled once the ephemeral
+	// ports ran out.
+	var body atomic.Pointer[[]byte]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(*body.Load()) }))
+	f.Cleanup(srv.Close)
+	scanners := map[bool]*firewall.PromptGuard{}
+	for vllm, api := range map[bool]firewall.ClassifierAPI{false: firewall.TEI, true: firewall.VLLM} {
 		pg, err := firewall.NewPromptGuard(firewall.PromptGuardOptions{URL: srv.URL, API: api, Timeout: time.Second})
-		require.NoError(t, err)
-		d, err := pg.Scan(context.Background(), toolMsg("some text"), nil)
+		require.NoError(f, err)
+		scanners[vllm] = pg
+	}
+	f.Fuzz(func(t *testing.T, b []byte, vllm bool) {
+		body.Store(&b)
+		d, err := scanners[vllm].Scan(context.Background(), toolMsg("some text"), nil)
 		require.NoError(t, err)
 		require.True(t, d.Score >= 0 && d.Score <= 1, "score %v", d.Score)
 		if d.Action == firewall.Allow {
