@@ -27,18 +27,19 @@ import (
 // proxy as a process of its own between a client and the Go filesystem
 // server, next to the server direct and behind a byte relay (the floor of
 // any stdio proxy), once as it is and once with the spare P that
-// `mcpguard run` takes (relay+P). Every round sends one benign read_file to each session
-// in rotating order, so that every row sees the same history before each
-// measured call (on VMs, a session's latency depends on how long its
-// processes slept); the figures are medians of per-round differences.
+// `mcpguard run` takes (relay+P). Every round sends one benign read_file to
+// each session in rotating order, so that every row sees the same history
+// before each measured call (on VMs, a session's latency depends on how
+// long its processes slept); the figures are medians of per-round
+// differences.
 //
 // TestStandalone runs a few rounds and checks that every row returned the
 // file and that the proxies were measured; BenchmarkStandalone reports, per
 // row: over-direct-ns, over-relay-ns and over-relay+P-ns (medians of
-// per-round differences),
-// p50-ns and p95-ns (the row's own latency), cpu-ns/call (the proxy's or
-// the relay's CPU time per call, from /proc/<pid>/task/*/schedstat), and
-// rss-kB (the proxy's resident memory, idle after the rounds); and the
+// per-round differences), p50-ns and p95-ns (the row's own latency),
+// cpu-ns/call (the proxy's or the relay's CPU time per call, from
+// /proc/<pid>/task/*/schedstat), and rss-kB (the proxy's resident memory,
+// idle after the rounds); and the
 // throughput of 64 calls in flight through C-app against the server direct
 // (inflight64-ratio, calls/s of both).
 

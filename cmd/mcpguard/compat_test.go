@@ -353,14 +353,15 @@ func TestCompat(t *testing.T) {
 	}
 	var cells []cell
 	// Regexps: run only the servers, and the launchers, they match.
-	onlySrv, onlyLaunch := os.Getenv("MCPGUARD_COMPAT_SERVERS"), os.Getenv("MCPGUARD_COMPAT_LAUNCHERS")
+	onlySrv := regexp.MustCompile(os.Getenv("MCPGUARD_COMPAT_SERVERS"))
+	onlyLaunch := regexp.MustCompile(os.Getenv("MCPGUARD_COMPAT_LAUNCHERS"))
 	for _, srv := range servers {
-		if onlySrv != "" && !regexp.MustCompile(onlySrv).MatchString(srv.name) {
+		if !onlySrv.MatchString(srv.name) {
 			continue
 		}
 		names := make([]string, 0, len(srv.launchers))
 		for n := range srv.launchers {
-			if onlyLaunch == "" || regexp.MustCompile(onlyLaunch).MatchString(n) {
+			if onlyLaunch.MatchString(n) {
 				names = append(names, n)
 			}
 		}
