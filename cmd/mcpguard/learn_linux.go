@@ -28,7 +28,7 @@ func learnRuntime(ctx context.Context, argv, env []string, stderr io.Writer, cal
 	if err != nil {
 		return nil, nil, err
 	}
-	tools, err := session(ctx, rt.Argv, env, stderr, obs.Follow, calls)
+	tools, err := session(ctx, rt.Argv, env, stderr, obs, calls)
 	seen := obs.Stop()
 	if err != nil {
 		return nil, nil, err

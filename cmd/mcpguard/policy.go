@@ -167,10 +167,10 @@ type learnCall struct {
 	args json.RawMessage
 }
 
-// session is listTools with the server in its own process group, onStart
-// told its pid, and calls made after tools/list (their errors reported on
-// stderr, not fatal).
-func session(ctx context.Context, argv, env []string, stderr io.Writer, onStart func(int), calls []learnCall) ([]policy.ToolInfo, error) {
+// session is listTools with the server in its own process group, obs
+// (when not nil) following it and synced before it is closed, and calls
+// made after tools/list (their errors reported on stderr, not fatal).
+func session(ctx context.Context, argv, env []string, stderr io.Writer, obs observer, calls []learnCall) ([]policy.ToolInfo, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Stderr = stderr
@@ -187,10 +187,15 @@ func session(ctx context.Context, argv, env []string, stderr io.Writer, onStart 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start server: %w", err)
 	}
-	if onStart != nil {
-		onStart(cmd.Process.Pid)
+	if obs != nil {
+		obs.Follow(cmd.Process.Pid)
 	}
 	defer func() {
+		if obs != nil {
+			// The server's opens are read while it runs: after it exits
+			// they can no longer be told apart from other processes'.
+			obs.Sync(5 * time.Second)
+		}
 		in.Close()
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
@@ -289,6 +294,13 @@ func session(ctx context.Context, argv, env []string, stderr io.Writer, onStart 
 		cursor = r.NextCursor
 	}
 	return nil, errors.New("tools/list: too many pages")
+}
+
+// observer follows the server's process group in learn mode
+// (runtime.Observer).
+type observer interface {
+	Follow(pgid int)
+	Sync(timeout time.Duration) bool
 }
 
 // callList collects --call TOOL=JSON flags.

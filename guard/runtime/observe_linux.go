@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -31,6 +32,11 @@ type Observer struct {
 	pgid    int
 	seen    map[string]bool // path -> exec
 	pending []pendingAccess // seen before Follow named the group
+
+	// Sync's barrier: the file it opened and the channel closed once the
+	// loop reads that open.
+	marker string
+	synced chan struct{}
 }
 
 type pendingAccess struct {
@@ -48,7 +54,9 @@ var pseudoFS = map[string]bool{"proc": true, "sysfs": true, "cgroup": true, "cgr
 
 // Observe starts an observer. Follow names the process group to record.
 func Observe() (*Observer, error) {
-	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK, unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC)
+	// An unlimited queue: the default one holds 16384 events and drops the
+	// rest, a busy machine's few seconds of opens.
+	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_UNLIMITED_QUEUE, unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("%w: fanotify_init: %v (learn mode needs root)", ErrNoObserver, err)
 	}
@@ -133,6 +141,46 @@ func (o *Observer) Stop() []Access {
 	return out
 }
 
+// Sync waits until the observer has read every event queued before the
+// call, so that a server's opens are recorded while it still runs: once
+// it exits, its process group can no longer be read and its pending
+// events are dropped. fanotify queues events in order, so Sync opens a
+// file of its own and waits for that open to come through. It reports
+// whether it did within timeout (the marker's mount may be unmarked).
+func (o *Observer) Sync(timeout time.Duration) bool {
+	f, err := os.CreateTemp("", "mcpguard-observe-*")
+	if err != nil {
+		return false
+	}
+	defer os.Remove(f.Name()) // after the event is read: its fd names the live path
+	f.Close()
+	marker, err := filepath.EvalSymlinks(f.Name()) // as the event's fd names it
+	if err != nil {
+		return false
+	}
+	ch := make(chan struct{})
+	o.mu.Lock()
+	o.marker, o.synced = marker, ch
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		o.marker, o.synced = "", nil
+		o.mu.Unlock()
+	}()
+	// The create may have been read before the marker was set: open again.
+	g, err := os.Open(marker)
+	if err != nil {
+		return false
+	}
+	g.Close()
+	select {
+	case <-ch:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
 func (o *Observer) loop() {
 	defer close(o.done)
 	buf := make([]byte, 64<<10)
@@ -186,6 +234,11 @@ func (o *Observer) record(pid, fd int, exec bool) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.synced != nil && path == o.marker && pid == os.Getpid() {
+		close(o.synced)
+		o.synced = nil
+		return
+	}
 	if o.pgid == 0 {
 		if len(o.pending) < 1<<16 {
 			o.pending = append(o.pending, pendingAccess{pid, path, exec})

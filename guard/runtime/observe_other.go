@@ -5,6 +5,7 @@ package runtime
 import (
 	"fmt"
 	goruntime "runtime"
+	"time"
 )
 
 // Observer records a server's file accesses; off Linux there is no
@@ -18,6 +19,9 @@ func Observe() (*Observer, error) {
 
 // Follow does nothing: no Observer exists off Linux.
 func (o *Observer) Follow(int) {}
+
+// Sync returns false: no Observer exists off Linux.
+func (o *Observer) Sync(time.Duration) bool { return false }
 
 // Stop returns nothing: no Observer exists off Linux.
 func (o *Observer) Stop() []Access { return nil }
