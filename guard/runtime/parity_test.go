@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpguard/mcpguard/guard/landlock"
+	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
 	"github.com/mcpguard/mcpguard/guard/sandbox"
@@ -79,4 +82,32 @@ func TestBackendsAgree(t *testing.T) {
 		assert.Equal(t, "read", fromBPF["/opt"], "the policy's runtime.read reaches both")
 		assert.NotContains(t, fromBPF, filepath.Join(nm, "unrelated"))
 	}
+}
+
+// Both backends' baselines hold the shared system list, and neither grants
+// a file below /etc that the other does not (a server reading
+// /etc/passwd ran under Landlock and failed under BPF before).
+func TestBaselinesAgree(t *testing.T) {
+	fromLandlock, fromBPF := map[string]bool{}, map[string]bool{}
+	for _, r := range ruleset.Runtime() {
+		fromLandlock[r.Path] = true
+	}
+	for _, r := range sandbox.Baseline() {
+		fromBPF[r.Path] = true
+	}
+	for _, p := range runtime.System() {
+		assert.True(t, fromLandlock[p], "Landlock's baseline lacks %s", p)
+		assert.True(t, fromBPF[p], "the BPF baseline lacks %s", p)
+	}
+	etc := func(m map[string]bool) []string {
+		var out []string
+		for p := range m {
+			if strings.HasPrefix(p, "/etc/") {
+				out = append(out, p)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	assert.Equal(t, etc(fromLandlock), etc(fromBPF))
 }

@@ -44,21 +44,15 @@ type Rules struct {
 }
 
 // Baseline is what every guarded server may read (or write) besides its
-// policy: the system's libraries and interpreters, name-service and TLS
-// configuration, /proc and /sys (another process's /proc/<pid> stays
-// denied in the kernel), and the harmless device nodes. It leaves out the
-// rest of /etc (shadow, ssh host keys), home directories, /tmp, /var and
-// /dev/shm. Hard links below the system trees are normal (ACC_LINKS_OK).
+// policy: the system list both backends share (runtime.System), /proc
+// and /sys (another process's /proc/<pid> stays denied in the kernel), and
+// the harmless device nodes. It leaves out the rest of /etc (shadow, ssh
+// host keys), home directories, /tmp, /var and /dev/shm. Hard links below the system trees are normal (ACC_LINKS_OK).
 func Baseline() []FileRule {
 	ro := bpf.AccRead | bpf.AccLinksOK
 	rw := bpf.AccRead | bpf.AccWrite
 	var r []FileRule
-	for _, p := range []string{"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
-		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-		"/etc/hosts", "/etc/host.conf", "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/gai.conf",
-		"/etc/ssl", "/etc/ca-certificates", "/etc/mime.types", "/etc/os-release",
-		"/etc/python3", "/etc/python3.11", "/etc/alternatives", "/etc/locale.alias",
-		"/proc", "/sys", "/dev/urandom", "/dev/random", "/dev/zero"} {
+	for _, p := range append(runtime.System(), "/proc", "/sys", "/dev/urandom", "/dev/random", "/dev/zero") {
 		r = append(r, FileRule{Path: p, Access: ro})
 	}
 	for _, p := range []string{"/dev/null", "/dev/full", "/dev/tty", "/dev/pts", "/dev/ptmx"} {

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/mcpguard/mcpguard/guard/runtime"
 )
 
 // Access is what a path rule grants. The kernel masks are in apply.go.
@@ -103,15 +105,7 @@ func Runtime() []PathRule {
 			rules = append(rules, PathRule{Path: p, Access: a, Optional: true, Why: "runtime"})
 		}
 	}
-	add(Read, "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/opt")
-	add(Read,
-		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload",
-		"/etc/localtime", "/etc/timezone", "/etc/nsswitch.conf", "/etc/host.conf",
-		"/etc/hosts", "/etc/resolv.conf", "/etc/gai.conf", "/etc/protocols", "/etc/services",
-		"/etc/passwd", "/etc/group", "/etc/mime.types",
-		"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/alternatives",
-		"/etc/python3", "/etc/os-release", "/usr/lib/os-release",
-	)
+	add(Read, runtime.System()...) // shared with the BPF backend
 	add(Read, "/proc/meminfo", "/proc/cpuinfo", "/proc/stat", "/proc/filesystems",
 		"/proc/version", "/proc/uptime", "/proc/loadavg", "/proc/sys")
 	add(Read, "/sys")
