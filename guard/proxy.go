@@ -82,6 +82,7 @@ type session struct {
 	waiting map[string][]*inflight // client requests in a Waiter's wait, not yet with the server
 	dead    bool                   // server gone: new requests are answered at once
 	exitErr error
+	drain   chan struct{} // closed when pending and waiting empty (see drained)
 
 	wg sync.WaitGroup // requests that waited, until answered
 
@@ -225,6 +226,24 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		waitErr = group.Err()
 		group.Close() // whatever the server left in its group goes with it
 	case <-s.clientDone:
+		// The client sent all it will but may still read (a half-closed
+		// pipe: `printf REQUESTS | mcpguard run`). Its requests are
+		// answered before the server sees EOF, for up to the grace
+		// period: many servers exit on EOF with calls still running.
+		select {
+		case <-s.drained():
+		case <-time.After(grace):
+		case <-group.Done():
+		case <-s.clientLost:
+		case <-ctx.Done():
+		}
+		select {
+		case <-group.Done():
+			serverEnded = true
+			waitErr = group.Err()
+			group.Close()
+		default:
+		}
 	case <-s.clientLost:
 	case <-ctx.Done():
 	}
@@ -695,11 +714,39 @@ func (s *session) takePending(key []byte) (*inflight, bool) {
 	w := ws[0]
 	if len(ws) == 1 {
 		delete(s.pending, string(key))
+		s.drainedLocked()
 	} else {
 		ws[0] = nil
 		s.pending[string(key)] = ws[1:]
 	}
 	return w, true
+}
+
+// drained returns a channel closed once no request is in flight: none
+// with the server (pending) and none in a Waiter's wait. A fast-path
+// response leaves pending before it is relayed; readServer relays it
+// before it can see the server's EOF, and Serve waits for readServer.
+func (s *session) drained() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drain == nil {
+		s.drain = make(chan struct{})
+	}
+	ch := s.drain
+	s.drainedLocked()
+	return ch
+}
+
+// drainedLocked closes the drain channel when nothing is in flight; the
+// caller holds mu and has just emptied a table.
+func (s *session) drainedLocked() {
+	if s.drain != nil && len(s.pending) == 0 && len(s.waiting) == 0 {
+		select {
+		case <-s.drain:
+		default:
+			close(s.drain)
+		}
+	}
 }
 
 // dropFrom removes w from m (s.pending or s.waiting) under key.
@@ -715,6 +762,7 @@ func (s *session) dropFrom(m map[string][]*inflight, key string, w *inflight) {
 	}
 	if len(ws) == 0 {
 		delete(m, key)
+		s.drainedLocked()
 	} else {
 		m[key] = ws
 	}
@@ -762,6 +810,7 @@ func (s *session) serverGone(reason string) {
 	s.exitErr = errors.New(reason)
 	pending := s.pending
 	s.pending = make(map[string][]*inflight)
+	s.drainedLocked()
 	s.mu.Unlock()
 	for _, ws := range pending {
 		for _, w := range ws {

@@ -292,6 +292,55 @@ func TestCancelledRequestForgotten(t *testing.T) {
 	assert.Equal(t, []string{"request 1", "request 2", "response 2"}, g.log)
 }
 
+// A client that closes its side after its requests (`printf REQUESTS |
+// mcpguard run`) still reads the answers: the server sees EOF only once
+// they came, even a server that drops running calls at EOF; a request the
+// server never answers gets an error after the grace period. Both on the
+// raw path (no stages) and through a stage.
+func TestClientEOFWaitsForAnswers(t *testing.T) {
+	for _, stages := range [][]guard.Stage{nil, {pauseID3{}}} {
+		argv, env := serverCmd(t, "echo")
+		c := startProxy(t, &guard.Proxy{Command: argv, Env: env, Stages: stages, Grace: 2 * time.Second})
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"late"}`)
+		c.send(`{"jsonrpc":"2.0","id":2,"method":"hang"}`)
+		c.send(`{"jsonrpc":"2.0","id":3,"method":"late"}`)
+		c.in.Close()
+		got := map[float64]map[string]any{}
+		for line := range c.lines {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal(line, &m))
+			id, _ := m["id"].(float64)
+			assert.NotContains(t, got, id, "answered twice: %s", line)
+			got[id] = m
+		}
+		require.Len(t, got, 3, "every request answered, stages %d", len(stages))
+		for _, id := range []float64{1, 3} {
+			assert.Equal(t, map[string]any{"late": true}, got[id]["result"], "id %v", id)
+		}
+		assert.Contains(t, got[2], "error", "the request the server never answered")
+	}
+}
+
+// pauseID3 holds request 3 in a Waiter's wait (the slow path) for 200 ms.
+type pauseID3 struct{}
+
+func (pauseID3) Wait(_ context.Context, req *guard.Request) func(context.Context, guard.Handler) {
+	if string(req.ID) != "3" {
+		return nil
+	}
+	return func(ctx context.Context, _ guard.Handler) {
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (pauseID3) Request(context.Context, *guard.Request) *guard.Response { return nil }
+func (pauseID3) Response(_ context.Context, _ *guard.Request, r *guard.Response) *guard.Response {
+	return r
+}
+
 func TestServerCrashAnswersPending(t *testing.T) {
 	c := startRaw(t, "echo")
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"boom"}`)

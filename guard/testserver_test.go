@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -94,8 +95,10 @@ func rugPullServer() int {
 }
 
 // rawServer speaks bare JSON-RPC so tests control every byte:
-//   - echo answers each request with {"echo": params}, "hang" never, and
-//     "boom" with a crash;
+//   - echo answers each request with {"echo": params}, "hang" never,
+//     "boom" with a crash, and "late" after 300 ms on a goroutine of its
+//     own (exiting at EOF drops it, as servers that run calls
+//     concurrently do);
 //   - stubborn does the same but ignores EOF and SIGTERM;
 //   - badserver first sends garbage and invalid UTF-8, then answers;
 //   - reencode answers like echo with each id written another way (1 as
@@ -108,6 +111,7 @@ func rawServer(mode string) int {
 	fmt.Fprintln(os.Stderr, "raw server ready:", mode)
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
 	out := bufio.NewWriterSize(os.Stdout, 1<<20)
+	var outMu sync.Mutex // "late" answers from another goroutine
 	for {
 		line, err := in.ReadBytes('\n')
 		if err != nil {
@@ -124,9 +128,18 @@ func rawServer(mode string) int {
 		if json.Unmarshal(line, &m) != nil || len(m.ID) == 0 {
 			continue // notifications and client responses need no answer
 		}
+		outMu.Lock()
 		switch {
 		case m.Method == "hang":
-			continue // never answered
+			// never answered
+		case m.Method == "late":
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				outMu.Lock()
+				defer outMu.Unlock()
+				fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"late":true}}`+"\n", m.ID)
+				out.Flush()
+			}()
 		case m.Method == "boom":
 			os.Exit(7)
 		case m.Method == "spawn":
@@ -186,6 +199,7 @@ func rawServer(mode string) int {
 			out.WriteString("}}\n")
 		}
 		out.Flush()
+		outMu.Unlock()
 	}
 }
 
