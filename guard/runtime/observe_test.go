@@ -21,11 +21,7 @@ import (
 // The observer sees what the followed process group opens and runs, and
 // nothing of other processes.
 func TestObserve(t *testing.T) {
-	o, err := Observe()
-	if errors.Is(err, ErrNoObserver) {
-		t.Skipf("fanotify not available here: %v", err)
-	}
-	require.NoError(t, err)
+	o := observe(t)
 	dir := t.TempDir()
 	mine := filepath.Join(dir, "mine.txt")
 	other := filepath.Join(dir, "other.txt")
@@ -62,6 +58,17 @@ func TestObserve(t *testing.T) {
 	assert.False(t, execs[mine], "a read is not an exec")
 }
 
+// observe starts an observer, or skips where fanotify is unavailable.
+func observe(t *testing.T) *Observer {
+	t.Helper()
+	o, err := Observe()
+	if errors.Is(err, ErrNoObserver) {
+		t.Skipf("fanotify not available here: %v", err)
+	}
+	require.NoError(t, err)
+	return o
+}
+
 // waitForExe waits until pid runs exe (the shell has exec'd it).
 func waitForExe(t *testing.T, pid int, exe string) {
 	t.Helper()
@@ -78,11 +85,7 @@ func waitForExe(t *testing.T, pid int, exe string) {
 // mode's case) loses none of them. The load here is a flood of opens
 // from another process group, queued before the server's own.
 func TestObserveSyncUnderLoad(t *testing.T) {
-	o, err := Observe()
-	if errors.Is(err, ErrNoObserver) {
-		t.Skipf("fanotify not available here: %v", err)
-	}
-	require.NoError(t, err)
+	o := observe(t)
 	dir := t.TempDir()
 	// fanotify merges an event into the one before it when both are of
 	// one file and one process: the noise is many files.
