@@ -222,9 +222,6 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	)
 	select {
 	case <-group.Done():
-		serverEnded = true
-		waitErr = group.Err()
-		group.Close() // whatever the server left in its group goes with it
 	case <-s.clientDone:
 		// The client sent all it will but may still read (a half-closed
 		// pipe: `printf REQUESTS | mcpguard run`). Its requests are
@@ -237,15 +234,15 @@ func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		case <-s.clientLost:
 		case <-ctx.Done():
 		}
-		select {
-		case <-group.Done():
-			serverEnded = true
-			waitErr = group.Err()
-			group.Close()
-		default:
-		}
 	case <-s.clientLost:
 	case <-ctx.Done():
+	}
+	select {
+	case <-group.Done(): // the server exited on its own
+		serverEnded = true
+		waitErr = group.Err()
+		group.Close() // whatever the server left in its group goes with it
+	default:
 	}
 	if !serverEnded {
 		// The client is gone (or we were told to stop): EOF, then SIGTERM,
