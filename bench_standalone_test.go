@@ -40,8 +40,11 @@ import (
 // cpu-ns/call (the proxy's or the relay's CPU time per call, from
 // /proc/<pid>/task/*/schedstat), and rss-kB (the proxy's resident memory,
 // idle after the rounds); and the
-// throughput of 64 calls in flight through C-app against the server direct
-// (inflight64-ratio, calls/s of both).
+// throughput of 64 calls in flight through C-app and through relay+P
+// against the server direct (inflight64-ratio, calls/s of each), with the
+// CPU per call of both in that mode (inflight64-cpu-ns/call): calls that
+// arrive in bursts keep the proxy's threads awake, so this is its cost
+// without the wake-ups and cold caches of one call at a time.
 
 func TestStandalone(t *testing.T) {
 	if testing.Short() {
@@ -213,29 +216,47 @@ func runStandalone(tb testing.TB, rounds int) {
 		}
 	}
 
-	// Throughput: 64 calls in flight, C-app against direct, in turns.
-	var capp *row
+	// Throughput: 64 calls in flight, C-app against direct, in turns, with
+	// the relay beside them as the floor; and the proxies' CPU per call
+	// when calls arrive in bursts.
+	byName := map[string]*row{}
 	for _, r := range rows {
-		if r.name == "C-app" {
-			capp = r
-		}
+		byName[r.name] = r
 	}
 	calls := 2000
 	if !isB {
 		calls = 200
 	}
-	var direct64, capp64 []float64
+	flight := []string{"direct", "relay+P", "C-app"}
+	rate := map[string][]float64{}
+	cpuIn := map[string]int64{}
 	for range 3 {
-		direct64 = append(direct64, inflight(tb, rows[direct].sess, fx, 64, calls))
-		capp64 = append(capp64, inflight(tb, capp.sess, fx, 64, calls))
+		for _, name := range flight {
+			r := byName[name]
+			c0 := cpuNS(r.cpu)
+			rate[name] = append(rate[name], inflight(tb, r.sess, fx, 64, calls))
+			cpuIn[name] += cpuNS(r.cpu) - c0
+		}
 	}
-	d, c := median(sorted(direct64)), median(sorted(capp64))
-	if isB {
-		b.ReportMetric(d, "direct-inflight64-calls/s")
-		b.ReportMetric(c, "C-app-inflight64-calls/s")
-		b.ReportMetric(c/d, "C-app-inflight64-ratio")
-	} else {
-		tb.Logf("64 in flight: direct %.0f calls/s, C-app %.0f calls/s (%.2f)", d, c, c/d)
+	d := median(sorted(rate["direct"]))
+	for _, name := range flight {
+		v := median(sorted(rate[name]))
+		perCall := float64(cpuIn[name]) / float64(3*calls)
+		switch {
+		case name == "direct" && isB:
+			b.ReportMetric(v, name+"-inflight64-calls/s")
+		case name == "direct":
+			tb.Logf("64 in flight: direct %.0f calls/s", v)
+		case isB:
+			b.ReportMetric(v, name+"-inflight64-calls/s")
+			b.ReportMetric(v/d, name+"-inflight64-ratio")
+			b.ReportMetric(perCall, name+"-inflight64-cpu-ns/call")
+		default:
+			tb.Logf("64 in flight: %s %.0f calls/s (%.2f of direct), %.0f ns CPU per call", name, v, v/d, perCall)
+		}
+		if name != "direct" && perCall <= 0 {
+			tb.Errorf("%s: no CPU time measured in flight", name)
+		}
 	}
 }
 
