@@ -45,6 +45,11 @@ import (
 // CPU per call of both in that mode (inflight64-cpu-ns/call): calls that
 // arrive in bursts keep the proxy's threads awake, so this is its cost
 // without the wake-ups and cold caches of one call at a time.
+//
+// MCPGUARD_STANDALONE_BASE=path/to/another/mcpguard adds that build's C0
+// and C-app as rows base-C0 and base-C-app, and reports C0's and C-app's
+// over-base-ns and cpu-over-base-ns/call: a change to the hot path
+// measured against its parent in the same rounds.
 
 func TestStandalone(t *testing.T) {
 	if testing.Short() {
@@ -108,6 +113,17 @@ func runStandalone(tb testing.TB, rounds int) {
 		rows = rows[:len(rows)-1]
 	} else if setup.Sandbox != nil {
 		setup.Sandbox.Close()
+	}
+	// A base build to compare with, in the same rounds: per-round
+	// differences cancel the machine's drift, which separate runs of the
+	// benchmark do not.
+	if base := os.Getenv("MCPGUARD_STANDALONE_BASE"); base != "" {
+		for _, name := range []string{"C0", "C-app"} {
+			argv := slices.Clone(argvs[name])
+			argv[0] = base
+			argvs["base-"+name] = argv
+			rows = append(rows, &row{name: "base-" + name})
+		}
 	}
 	for _, r := range rows {
 		s, err := startSession(ctx, argvs[r.name])
@@ -198,6 +214,10 @@ func runStandalone(tb testing.TB, rounds int) {
 		}
 		if i > relayP {
 			metrics["over-relay+P-ns"] = over(relayP)
+		}
+		if j := slices.IndexFunc(rows, func(b *row) bool { return b.name == "base-"+r.name }); j >= 0 {
+			metrics["over-base-ns"] = over(j)
+			metrics["cpu-over-base-ns/call"] = cpu[i] - cpu[j]
 		}
 		if r.cpu != 0 {
 			metrics["cpu-ns/call"] = cpu[i]
