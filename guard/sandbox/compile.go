@@ -47,7 +47,8 @@ type Rules struct {
 // policy: the system list both backends share (runtime.System), /proc
 // and /sys (another process's /proc/<pid> stays denied in the kernel), and
 // the harmless device nodes. It leaves out the rest of /etc (shadow, ssh
-// host keys), home directories, /tmp, /var and /dev/shm. Hard links below the system trees are normal (ACC_LINKS_OK).
+// host keys), home directories, /tmp, /var and /dev/shm. Hard links below
+// the system trees are normal (ACC_LINKS_OK).
 func Baseline() []FileRule {
 	ro := bpf.AccRead | bpf.AccLinksOK
 	rw := bpf.AccRead | bpf.AccWrite
