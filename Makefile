@@ -18,7 +18,9 @@ test:
 test-short: deps
 	go test -short ./...
 
-# The main job: eval table for every config, latency, agent and firewall benchmarks, figures.
+# The main job: eval table for every config, latency, agent and firewall benchmarks, figures,
+# one page to open (results/bench-<time>/report/index.html). `make bench FULL=1` is the
+# paper-grade run; docs/bench.md says where the time goes.
 bench:
 	bash scripts/bench.sh
 
@@ -29,7 +31,7 @@ vmtest:
 # Rebuild the BPF objects (bpf2go) with Debian's clang.
 generate:
 	(command -v clang-19 && test -f /usr/include/bpf/bpf_helpers.h) >/dev/null || (apt-get update && apt-get install -y clang-19 llvm-19 bpftool libbpf-dev)
-	go generate ./bpf/... ./internal/vm/...
+	go generate ./bpf/... ./lab/vm/...
 
 # Figures and tables from the sample benchmark inputs committed in testdata/report (the
 # report says they are samples), with Table 1 from an eval of today's corpus on this host

@@ -26,7 +26,8 @@ import (
 	"github.com/mcpguard/mcpguard/agent"
 	"github.com/mcpguard/mcpguard/agent/envinfo"
 	"github.com/mcpguard/mcpguard/agent/firewall"
-	"github.com/mcpguard/mcpguard/agent/llmtest"
+	"github.com/mcpguard/mcpguard/guard/classify/promptguard"
+	"github.com/mcpguard/mcpguard/lab/llmtest"
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/assert"
 )
@@ -183,7 +184,7 @@ func BenchmarkFirewallClient(b *testing.B) {
 	for _, size := range benchSizes {
 		text := strings.Repeat("the agent reads a file and reports what it holds. ", size.bytes/50+1)[:size.bytes]
 		msg := firewall.Message{Role: firewall.RoleTool, ToolName: "read_file", Content: text}
-		segs := len(firewall.Segment(text, 510, firewall.EstimateTokens))
+		segs := len(promptguard.Segment(text, 510, promptguard.EstimateTokens))
 		for _, sc := range scanners {
 			b.Run(fmt.Sprintf("size=%s/scanner=%s", size.name, sc.name), func(b *testing.B) {
 				ctx := context.Background()

@@ -17,8 +17,8 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/configs"
-	"github.com/mcpguard/mcpguard/internal/servers"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/lab/servers"
 )
 
 // BenchmarkGuard is the in-process latency table: one benign read_file of
@@ -53,18 +53,50 @@ func TestGuardRows(t *testing.T) {
 type guardRow struct {
 	name string
 	c    *client.Client
-	lat  []float64
 }
 
 func runGuard(tb testing.TB) {
 	fx := newFSFixture(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	rows := openGuardRows(ctx, tb, fx)
+	call := func(i int) float64 { return rows[i].call(ctx, tb, fx) }
+	// Warm-up: every row, every code path.
+	measureRounds(len(rows), times(50), call)
+	b, isB := tb.(*testing.B)
+	if !isB {
+		measureRounds(len(rows), times(5), call)
+		return
+	}
+	c0 := slices.IndexFunc(rows, func(r *guardRow) bool { return r.name == configs.C0 })
+	// One sub-benchmark per row, each running the rounds of every row (so
+	// ns/op covers one call through each) and reporting its own row.
+	for i, r := range rows {
+		b.Run(r.name, func(b *testing.B) {
+			lat := measureRounds(len(rows), b.Loop, call)
+			b.StopTimer()
+			b.ReportMetric(lat.quantile(i, 0.50), "p50-ns")
+			b.ReportMetric(lat.quantile(i, 0.95), "p95-ns")
+			b.ReportMetric(lat.quantile(i, 0.99), "p99-ns")
+			if i != 0 {
+				b.ReportMetric(lat.over(i, 0), "overhead-p50-ns")
+			}
+			if i != 0 && i != c0 {
+				b.ReportMetric(lat.over(i, c0), "over-c0-p50-ns")
+			}
+			reportAllocs(b, func() { call(i) })
+		})
+	}
+}
+
+// openGuardRows opens the rows: the server direct, then a guard.Proxy
+// session per config that can run here, then noop-stage.
+func openGuardRows(ctx context.Context, tb testing.TB, fx *fsFixture) []*guardRow {
 	direct, err := client.NewStdioMCPClient(fx.argv[0], nil, fx.argv[1:]...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer direct.Close()
+	tb.Cleanup(func() { direct.Close() })
 	if _, err := direct.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
 		ProtocolVersion: guard.ProtocolVersion,
 		ClientInfo:      mcp.Implementation{Name: "bench", Version: "1"},
@@ -97,83 +129,39 @@ func runGuard(tb testing.TB) {
 	}
 	open("noop-stage", &guard.Proxy{Command: fx.argv, Server: "filesystem", Config: "noop-stage",
 		Stages: []guard.Stage{noopStage{}}})
+	return rows
+}
 
-	call := func(r *guardRow) float64 {
-		t0 := time.Now()
-		res, err := r.c.CallTool(ctx, fx.req)
-		d := time.Since(t0)
-		if err != nil {
-			tb.Fatalf("%s: %v", r.name, err)
-		}
-		if res.IsError || len(res.Content) == 0 {
-			tb.Fatalf("%s: read_file failed: %v", r.name, res.Content)
-		}
-		if tc, ok := res.Content[0].(mcp.TextContent); !ok || !strings.Contains(tc.Text, "a small file of notes") {
-			tb.Fatalf("%s: read_file returned %v", r.name, res.Content)
-		}
-		return float64(d.Nanoseconds())
+// call makes the fixture's read_file through the row, checks that the file
+// came back, and returns the latency in ns.
+func (r *guardRow) call(ctx context.Context, tb testing.TB, fx *fsFixture) float64 {
+	t0 := time.Now()
+	res, err := r.c.CallTool(ctx, fx.req)
+	d := time.Since(t0)
+	if err != nil {
+		tb.Fatalf("%s: %v", r.name, err)
 	}
-	for range 50 {
-		for _, r := range rows {
-			call(r)
-		}
+	if res.IsError || len(res.Content) == 0 {
+		tb.Fatalf("%s: read_file failed: %v", r.name, res.Content)
 	}
-	// rounds calls every row once per round, in rotating order, and
-	// returns each row's latencies.
-	rounds := func(loop func() bool) [][]float64 {
-		lat := make([][]float64, len(rows))
-		for n := 0; loop(); n++ {
-			for k := range rows {
-				i := (n + k) % len(rows)
-				lat[i] = append(lat[i], call(rows[i]))
-			}
-		}
-		return lat
+	if tc, ok := res.Content[0].(mcp.TextContent); !ok || !strings.Contains(tc.Text, "a small file of notes") {
+		tb.Fatalf("%s: read_file returned %v", r.name, res.Content)
 	}
-	b, isB := tb.(*testing.B)
-	if !isB {
-		left := 5
-		rounds(func() bool { left--; return left >= 0 })
-		return
+	return float64(d.Nanoseconds())
+}
+
+// reportAllocs reports the allocations of one call, client and proxy
+// sides together (the whole process's), over 100 calls.
+func reportAllocs(b *testing.B, call func()) {
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	const calls = 100
+	for range calls {
+		call()
 	}
-	c0 := slices.IndexFunc(rows, func(r *guardRow) bool { return r.name == configs.C0 })
-	// One sub-benchmark per row, each running the rounds of every row (so
-	// ns/op covers one call through each) and reporting its own row.
-	for i, r := range rows {
-		b.Run(r.name, func(b *testing.B) {
-			lat := rounds(b.Loop)
-			b.StopTimer()
-			own := sorted(slices.Clone(lat[i]))
-			q := func(p float64) float64 { return own[int(p*float64(len(own)-1))] }
-			b.ReportMetric(q(0.50), "p50-ns")
-			b.ReportMetric(q(0.95), "p95-ns")
-			b.ReportMetric(q(0.99), "p99-ns")
-			over := func(base int) float64 {
-				d := make([]float64, len(lat[i]))
-				for k := range d {
-					d[k] = lat[i][k] - lat[base][k]
-				}
-				return median(sorted(d))
-			}
-			if i != 0 {
-				b.ReportMetric(over(0), "overhead-p50-ns")
-			}
-			if i != 0 && i != c0 {
-				b.ReportMetric(over(c0), "over-c0-p50-ns")
-			}
-			// Allocations of one call through the row, client and proxy
-			// sides together.
-			var m0, m1 runtime.MemStats
-			runtime.ReadMemStats(&m0)
-			const calls = 100
-			for range calls {
-				call(r)
-			}
-			runtime.ReadMemStats(&m1)
-			b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/calls, "allocs/call")
-			b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/calls, "B/call")
-		})
-	}
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/calls, "allocs/call")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/calls, "B/call")
 }
 
 // noopStage is a Stage that changes nothing.
@@ -226,5 +214,3 @@ func (fx *fsFixture) options() configs.Options {
 		Vars:         map[string]string{"WS": fx.ws, "HOME": fx.home, "TMP": fx.tmp},
 	}
 }
-
-func median(sorted []float64) float64 { return sorted[(len(sorted)-1)/2] }

@@ -48,6 +48,35 @@ import (
 //	mcpguard vm -- go test -bpf -run '^$' -bench LSM .
 func BenchmarkLSM(b *testing.B) {
 	testenv.RequireBPF(b)
+	mem, ops := lsmSession(b)
+	for _, o := range ops {
+		var base float64
+		b.Run(o.name+"/unguarded", func(b *testing.B) {
+			for b.Loop() {
+				if err := o.op(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			base = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			reportProgNs(b, o.prog, o.op)
+		})
+		b.Run(o.name+"/guarded", func(b *testing.B) { benchGuarded(b, mem, o, base) })
+	}
+}
+
+// lsmOp is an operation a program checks.
+type lsmOp struct {
+	name string
+	prog string // the program that checks op
+	op   func() error
+}
+
+// lsmSession makes a session whose policy admits the operations (a
+// workspace file, a loopback listener's port, /usr/bin/true), and the
+// helper that joins this process to it and takes it out again: joining
+// and leaving is done by an unguarded helper process, since a guarded
+// task (this one, while timed) gets no bpf(). Both end with b.
+func lsmSession(b *testing.B) (*member.Helper, []lsmOp) {
 	ws := filepath.Join(b.TempDir(), "ws")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		b.Fatal(err)
@@ -65,27 +94,19 @@ func BenchmarkLSM(b *testing.B) {
 	}
 	s, err := sandbox.New(context.Background(), p, sandbox.Options{Server: "bench"})
 	testenv.SkipIfNotSupported(b, err)
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
 	// Prepare compiles the policy into the maps; the command is never run:
 	// this process joins the session itself for the guarded half.
 	self, _ := os.Executable()
 	if err := s.Prepare(exec.Command(self)); err != nil {
 		b.Fatal(err)
 	}
-
-	// Joining and leaving the session is done by an unguarded helper
-	// process: a guarded task (this one, while timed) gets no bpf().
 	mem, err := member.Start(filepath.Join(sandbox.DefaultPinRoot, bpf.Version(), "tasks"), s.PolicyID(), os.Getpid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer mem.Close()
-
-	ops := []struct {
-		name string
-		prog string // the program that checks op
-		op   func() error
-	}{
+	b.Cleanup(func() { mem.Close() })
+	return mem, []lsmOp{
 		{"open", "file_guard", func() error {
 			f, err := os.Open(file)
 			if err != nil {
@@ -102,111 +123,106 @@ func BenchmarkLSM(b *testing.B) {
 		}},
 		{"exec", "proc_guard", func() error { return exec.Command("/usr/bin/true").Run() }},
 	}
-	for _, o := range ops {
-		var base float64
-		b.Run(o.name+"/unguarded", func(b *testing.B) {
-			for b.Loop() {
-				if err := o.op(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			base = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-			reportProgNs(b, o.prog, o.op)
-		})
-		b.Run(o.name+"/guarded", func(b *testing.B) {
-			if err := mem.Join(); err != nil {
-				b.Fatal(err)
-			}
-			released := false
-			defer func() {
-				if !released {
-					mem.Leave()
-				}
-			}()
-			// Fail loudly if the guard is not really on: a denied open
-			// proves this process is confined while it is timed.
-			if _, err := os.ReadFile("/etc/shadow"); err == nil {
-				b.Fatal("guarded process read /etc/shadow: not confined")
-			}
-			// The timed loop runs guarded. After each batch of about
-			// 2 ms (sized from the unguarded sub-benchmark), as many
-			// operations run unguarded, untimed by b but timed here, so
-			// that guarded and unguarded batches alternate G U G U ...
-			// x-unguarded is the median, over every unguarded batch, of
-			// the time of each guarded batch beside it (before and after)
-			// over its own: a median of paired ratios, so that a burst of
-			// load on the shared host (which stalls the emulated machine
-			// for milliseconds at a time) spoils a few pairs, not the
-			// result, and pairing on both sides cancels drift and any
-			// first-or-second order effect. x-total is the ratio of the
-			// sums (the earlier definition, with 20 ms batches). The
-			// clock is read once per batch on both sides (in the VM it is
-			// the HPET, a system call per read).
-			batch := 1
-			if base > 0 {
-				batch = max(1, int(2e6/base))
-			}
-			// The first operation of each batch, on both sides, settles
-			// and is not in the batch's time: what comes just before a
-			// batch differs (b's timer reads memory statistics, stopping
-			// the world, right before a guarded batch; the helper's round
-			// trip right before an unguarded one), and with 2 ms batches
-			// that would weigh on one side.
-			var gs, us []time.Duration
-			k := 0 // operations of this batch, the settling one included
-			var t0 time.Time
-			for b.Loop() {
-				if err := o.op(); err != nil {
-					b.Fatal(err)
-				}
-				if k++; k == 1 {
-					t0 = time.Now()
-					continue
-				}
-				if k <= batch {
-					continue
-				}
-				gs = append(gs, time.Since(t0))
-				b.StopTimer()
-				if err := mem.Leave(); err != nil {
-					b.Fatal(err)
-				}
-				for i := range k {
-					if err := o.op(); err != nil {
-						b.Fatal(err)
-					}
-					if i == 0 {
-						t0 = time.Now()
-					}
-				}
-				us = append(us, time.Since(t0))
-				if err := mem.Join(); err != nil {
-					b.Fatal(err)
-				}
-				k = 0
-				b.StartTimer()
-			}
-			// Unguarded again before reading program statistics: a guarded
-			// task gets no bpf() at all.
-			b.StopTimer()
-			if err := mem.Leave(); err != nil {
-				b.Fatal(err)
-			}
-			released = true
-			b.StartTimer()
-			if x, ok := pairedRatio(gs, us); ok {
-				b.ReportMetric(x, "x-unguarded")
-			}
-			if tu := sum(us); tu > 0 {
-				b.ReportMetric(float64(sum(gs))/float64(tu), "x-total")
-			}
-			if base > 0 {
-				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-				b.ReportMetric(ns/base, "x-sequential")
-			}
-			reportProgNs(b, o.prog, o.op)
-		})
+}
+
+// benchGuarded times o guarded, against unguarded batches run in
+// alternation with the guarded ones; base is the unguarded
+// sub-benchmark's time per operation.
+func benchGuarded(b *testing.B, mem *member.Helper, o lsmOp, base float64) {
+	if err := mem.Join(); err != nil {
+		b.Fatal(err)
 	}
+	released := false
+	defer func() {
+		if !released {
+			mem.Leave()
+		}
+	}()
+	// Fail loudly if the guard is not really on: a denied open
+	// proves this process is confined while it is timed.
+	if _, err := os.ReadFile("/etc/shadow"); err == nil {
+		b.Fatal("guarded process read /etc/shadow: not confined")
+	}
+	batch := 1
+	if base > 0 {
+		batch = max(1, int(2e6/base))
+	}
+	gs, us := alternate(b, mem, o.op, batch)
+	// Unguarded again before reading program statistics: a guarded
+	// task gets no bpf() at all.
+	b.StopTimer()
+	if err := mem.Leave(); err != nil {
+		b.Fatal(err)
+	}
+	released = true
+	b.StartTimer()
+	if x, ok := pairedRatio(gs, us); ok {
+		b.ReportMetric(x, "x-unguarded")
+	}
+	if tu := sum(us); tu > 0 {
+		b.ReportMetric(float64(sum(gs))/float64(tu), "x-total")
+	}
+	if base > 0 {
+		ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		b.ReportMetric(ns/base, "x-sequential")
+	}
+	reportProgNs(b, o.prog, o.op)
+}
+
+// alternate runs b's timed loop guarded (the caller joined the session).
+// After each batch of about 2 ms (batch operations, sized from the
+// unguarded sub-benchmark), as many operations run unguarded, untimed by
+// b but timed here, so that guarded and unguarded batches alternate G U G
+// U ... x-unguarded is the median, over every unguarded batch, of the
+// time of each guarded batch beside it (before and after) over its own: a
+// median of paired ratios, so that a burst of load on the shared host
+// (which stalls the emulated machine for milliseconds at a time) spoils a
+// few pairs, not the result, and pairing on both sides cancels drift and
+// any first-or-second order effect. x-total is the ratio of the sums (the
+// earlier definition, with 20 ms batches). The clock is read once per
+// batch on both sides (in the VM it is the HPET, a system call per read).
+//
+// The first operation of each batch, on both sides, settles and is not
+// in the batch's time: what comes just before a batch differs (b's timer
+// reads memory statistics, stopping the world, right before a guarded
+// batch; the helper's round trip right before an unguarded one), and with
+// 2 ms batches that would weigh on one side. It returns the guarded and
+// the unguarded batches' times; it ends guarded.
+func alternate(b *testing.B, mem *member.Helper, op func() error, batch int) (gs, us []time.Duration) {
+	k := 0 // operations of this batch, the settling one included
+	var t0 time.Time
+	for b.Loop() {
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		if k++; k == 1 {
+			t0 = time.Now()
+			continue
+		}
+		if k <= batch {
+			continue
+		}
+		gs = append(gs, time.Since(t0))
+		b.StopTimer()
+		if err := mem.Leave(); err != nil {
+			b.Fatal(err)
+		}
+		for i := range k {
+			if err := op(); err != nil {
+				b.Fatal(err)
+			}
+			if i == 0 {
+				t0 = time.Now()
+			}
+		}
+		us = append(us, time.Since(t0))
+		if err := mem.Join(); err != nil {
+			b.Fatal(err)
+		}
+		k = 0
+		b.StartTimer()
+	}
+	return gs, us
 }
 
 // pairedRatio is the median of gs[i]/us[i] and gs[i+1]/us[i] over every

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/mcpguard/mcpguard/guard/configs"
-	"github.com/mcpguard/mcpguard/internal/servers"
+	"github.com/mcpguard/mcpguard/lab/servers"
 )
 
 // The standalone benchmark measures what a user of `mcpguard run` gets: the
@@ -71,28 +71,67 @@ type row struct {
 // 0 runs b.Loop.
 func runStandalone(tb testing.TB, rounds int) {
 	fx := newFSFixture(tb)
-	bin := tb.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	for _, pkg := range []string{"./cmd/mcpguard", "./testdata/relay"} {
-		root, err := servers.Root()
+	rows := standaloneRows(ctx, tb, fx)
+	last := map[string]string{}
+	call := func(i int) float64 {
+		r := rows[i]
+		t0 := time.Now()
+		resp, err := r.sess.call(fx.readFile)
+		d := time.Since(t0)
 		if err != nil {
-			tb.Fatal(err)
+			tb.Fatalf("%s: %v", r.name, err)
 		}
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			tb.Fatalf("build %s: %v\n%s", pkg, err, out)
+		if !bytes.Contains(resp, []byte("a small file of notes")) || bytes.Contains(resp, []byte(`"error"`)) {
+			tb.Fatalf("%s returned %s", r.name, resp)
+		}
+		last[r.name] = string(resp)
+		return float64(d)
+	}
+	// Warm-up: every row, every code path.
+	measureRounds(len(rows), times(50), call)
+
+	cpu0 := make([]int64, len(rows))
+	for i, r := range rows {
+		cpu0[i] = cpuNS(r.cpu)
+	}
+	more := times(rounds)
+	if b, ok := tb.(*testing.B); ok {
+		more = b.Loop
+	}
+	lat := measureRounds(len(rows), more, call)
+	if b, ok := tb.(*testing.B); ok {
+		b.StopTimer()
+	}
+	// Every row answered the same call with the server's own bytes (each
+	// session numbered its calls alike, so even the ids match).
+	for _, r := range rows {
+		if last[r.name] != last["direct"] {
+			tb.Errorf("%s answered %q; direct answered %q", r.name, last[r.name], last["direct"])
 		}
 	}
-	mcpguard, relay := filepath.Join(bin, "mcpguard"), filepath.Join(bin, "relay")
+	n := len(lat[0])
+	cpu := make([]float64, len(rows))
+	for i, r := range rows {
+		cpu[i] = float64(cpuNS(r.cpu)-cpu0[i]) / float64(n)
+	}
+	reportStandaloneRows(tb, rows, lat, cpu)
+	reportInflight(tb, fx, rows)
+}
+
+// standaloneRows builds mcpguard and the relay and starts a session per
+// row: direct, relay, relay+P, C0, C-app, C-full-landlock (where Landlock
+// runs) and, with MCPGUARD_STANDALONE_BASE, base-C0 and base-C-app. The
+// sessions close when tb ends.
+func standaloneRows(ctx context.Context, tb testing.TB, fx *fsFixture) []*row {
+	mcpguard, relay := buildStandalone(ctx, tb)
 	vars := []string{"--var", "WS=" + fx.ws, "--var", "HOME=" + fx.home, "--var", "TMP=" + fx.tmp}
 	policy := []string{"--policy", "testdata/policies/filesystem.json"}
 	guarded := func(config string, extra ...string) []string {
 		argv := append([]string{mcpguard, "run", "--config", config}, extra...)
 		return append(append(argv, "--"), fx.argv...)
 	}
-
 	// relay+P is the relay with the spare P that `mcpguard run` gives itself
 	// (cmd/mcpguard/procs.go), so that the floor has the same advantage.
 	spare := fmt.Sprintf("GOMAXPROCS=%d", runtime.GOMAXPROCS(0)+1)
@@ -130,93 +169,53 @@ func runStandalone(tb testing.TB, rounds int) {
 		if err != nil {
 			tb.Fatalf("%s: %v", r.name, err)
 		}
-		defer s.close()
+		tb.Cleanup(s.close)
 		r.sess = s
 		if r.name != "direct" {
 			r.cpu = s.cmd.Process.Pid
 		}
 	}
-	last := map[string]string{}
-	call := func(r *row) time.Duration {
-		t0 := time.Now()
-		resp, err := r.sess.call(fx.readFile)
-		d := time.Since(t0)
-		if err != nil {
-			tb.Fatalf("%s: %v", r.name, err)
-		}
-		if !bytes.Contains(resp, []byte("a small file of notes")) || bytes.Contains(resp, []byte(`"error"`)) {
-			tb.Fatalf("%s returned %s", r.name, resp)
-		}
-		last[r.name] = string(resp)
-		return d
-	}
-	// Warm-up: every row, every code path.
-	for range 50 {
-		for _, r := range rows {
-			call(r)
-		}
-	}
+	return rows
+}
 
-	lat := make([][]float64, len(rows))
-	cpu0 := make([]int64, len(rows))
+// buildStandalone builds mcpguard and the relay (testdata/relay).
+func buildStandalone(ctx context.Context, tb testing.TB) (mcpguard, relay string) {
+	bin := tb.TempDir()
+	root, err := servers.Root()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, pkg := range []string{"./cmd/mcpguard", "./testdata/relay"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			tb.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return filepath.Join(bin, "mcpguard"), filepath.Join(bin, "relay")
+}
+
+// reportStandaloneRows reports each row's latency, its medians over the
+// direct call, the relays and its base build, and the proxy's CPU per call
+// and memory.
+func reportStandaloneRows(tb testing.TB, rows []*row, lat latencies, cpu []float64) {
+	const direct, relay, relayP = 0, 1, 2
 	for i, r := range rows {
-		cpu0[i] = cpuNS(r.cpu)
-	}
-	n := 0
-	round := func() {
-		for k := range rows {
-			i := (n + k) % len(rows)
-			lat[i] = append(lat[i], float64(call(rows[i])))
-		}
-		n++
-	}
-	b, isB := tb.(*testing.B)
-	if isB {
-		for b.Loop() {
-			round()
-		}
-		b.StopTimer()
-	} else {
-		for range rounds {
-			round()
-		}
-	}
-	// Every row answered the same call with the server's own bytes (each
-	// session numbered its calls alike, so even the ids match).
-	for _, r := range rows {
-		if last[r.name] != last["direct"] {
-			tb.Errorf("%s answered %q; direct answered %q", r.name, last[r.name], last["direct"])
-		}
-	}
-	cpu := make([]float64, len(rows))
-	for i, r := range rows {
-		cpu[i] = float64(cpuNS(r.cpu)-cpu0[i]) / float64(n)
-	}
-	direct, relayIdx, relayP := 0, 1, 2
-	for i, r := range rows {
-		over := func(base int) float64 {
-			d := make([]float64, n)
-			for k := range n {
-				d[k] = lat[i][k] - lat[base][k]
-			}
-			return median(sorted(d))
-		}
-		own := sorted(slices.Clone(lat[i]))
 		metrics := map[string]float64{
-			"p50-ns": median(own),
-			"p95-ns": own[int(0.95*float64(len(own)-1))],
+			"p50-ns": lat.quantile(i, 0.50),
+			"p95-ns": lat.quantile(i, 0.95),
 		}
 		if i != direct {
-			metrics["over-direct-ns"] = over(direct)
+			metrics["over-direct-ns"] = lat.over(i, direct)
 		}
-		if i > relayIdx {
-			metrics["over-relay-ns"] = over(relayIdx)
+		if i > relay {
+			metrics["over-relay-ns"] = lat.over(i, relay)
 		}
 		if i > relayP {
-			metrics["over-relay+P-ns"] = over(relayP)
+			metrics["over-relay+P-ns"] = lat.over(i, relayP)
 		}
 		if j := slices.IndexFunc(rows, func(b *row) bool { return b.name == "base-"+r.name }); j >= 0 {
-			metrics["over-base-ns"] = over(j)
+			metrics["over-base-ns"] = lat.over(i, j)
 			metrics["cpu-over-base-ns/call"] = cpu[i] - cpu[j]
 		}
 		if r.cpu != 0 {
@@ -224,27 +223,24 @@ func runStandalone(tb testing.TB, rounds int) {
 			metrics["rss-kB"] = float64(rssKB(r.cpu))
 		}
 		for _, unit := range slices.Sorted(maps.Keys(metrics)) {
-			v := metrics[unit]
-			if isB {
-				b.ReportMetric(v, r.name+"-"+unit)
-			} else {
-				tb.Logf("%s %s %.0f", r.name, unit, v)
-			}
+			reportMetric(tb, metrics[unit], r.name+"-"+unit)
 		}
 		if r.cpu != 0 && cpu[i] <= 0 {
 			tb.Errorf("%s: no CPU time measured for pid %d", r.name, r.cpu)
 		}
 	}
+}
 
-	// Throughput: 64 calls in flight, C-app against direct, in turns, with
-	// the relay beside them as the floor; and the proxies' CPU per call
-	// when calls arrive in bursts.
+// reportInflight measures throughput with 64 calls in flight, C-app
+// against direct, in turns, with the relay beside them as the floor; and
+// the proxies' CPU per call when calls arrive in bursts.
+func reportInflight(tb testing.TB, fx *fsFixture, rows []*row) {
 	byName := map[string]*row{}
 	for _, r := range rows {
 		byName[r.name] = r
 	}
 	calls := 2000
-	if !isB {
+	if _, isB := tb.(*testing.B); !isB {
 		calls = 200
 	}
 	flight := []string{"direct", "relay+P", "C-app"}
@@ -261,26 +257,18 @@ func runStandalone(tb testing.TB, rounds int) {
 	d := median(sorted(rate["direct"]))
 	for _, name := range flight {
 		v := median(sorted(rate[name]))
-		perCall := float64(cpuIn[name]) / float64(3*calls)
-		switch {
-		case name == "direct" && isB:
-			b.ReportMetric(v, name+"-inflight64-calls/s")
-		case name == "direct":
-			tb.Logf("64 in flight: direct %.0f calls/s", v)
-		case isB:
-			b.ReportMetric(v, name+"-inflight64-calls/s")
-			b.ReportMetric(v/d, name+"-inflight64-ratio")
-			b.ReportMetric(perCall, name+"-inflight64-cpu-ns/call")
-		default:
-			tb.Logf("64 in flight: %s %.0f calls/s (%.2f of direct), %.0f ns CPU per call", name, v, v/d, perCall)
+		reportMetric(tb, v, name+"-inflight64-calls/s")
+		if name == "direct" {
+			continue
 		}
-		if name != "direct" && perCall <= 0 {
+		perCall := float64(cpuIn[name]) / float64(3*calls)
+		reportMetric(tb, v/d, name+"-inflight64-ratio")
+		reportMetric(tb, perCall, name+"-inflight64-cpu-ns/call")
+		if perCall <= 0 {
 			tb.Errorf("%s: no CPU time measured in flight", name)
 		}
 	}
 }
-
-func sorted(v []float64) []float64 { slices.Sort(v); return v }
 
 // inflight keeps depth calls in flight on s until calls were answered and
 // returns the rate.

@@ -9,15 +9,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpguard/mcpguard/guard/configs"
-	"github.com/mcpguard/mcpguard/internal/eval"
-	"github.com/mcpguard/mcpguard/internal/servers"
+	"github.com/mcpguard/mcpguard/guard/runtime"
 	"github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/lab/eval"
+	"github.com/mcpguard/mcpguard/lab/servers"
 )
 
 // TestEvalCases runs every case under every config (TestEvalCases/C0/FR-01)
@@ -30,120 +32,158 @@ import (
 // printed at the end.
 func TestEvalCases(t *testing.T) {
 	ctx := context.Background()
+	cases, partial := evalCases(t)
+	run := &evalRun{r: evalRunner(ctx, t, cases), cases: cases, partial: partial}
+	for _, cfg := range configs.Names() {
+		t.Run(cfg, func(t *testing.T) { run.config(ctx, t, cfg) })
+	}
+	var b strings.Builder
+	require.NoError(t, eval.WriteTable(&b, run.reports))
+	fmt.Fprintf(os.Stdout, "\n%d cases\n%s\n", len(cases), b.String())
+}
+
+// evalCases are the corpus's cases (the smoke subset under -short), only
+// those MCPGUARD_EVAL_ONLY names if it is set, less those
+// MCPGUARD_EVAL_EXCLUDE leaves out. Both are comma-separated id
+// prefixes (MCPGUARD_EVAL_ONLY=BN- runs the benign cases); what is left
+// is said in the log. partial reports that some cases were left out: the
+// golden files then keep the verdicts of the others.
+func evalCases(t *testing.T) (cases []*eval.Case, partial bool) {
+	t.Helper()
 	cases, err := eval.LoadCases("testdata/cases", servers.Names())
 	require.NoError(t, err)
+	all := len(cases)
 	if testing.Short() {
 		cases = eval.Smoke(cases)
 	}
-	// MCPGUARD_EVAL_EXCLUDE leaves out cases whose id starts with one of its
-	// comma-separated prefixes (said in the log): CI's VM run leaves out
-	// the evasion cases, whose BPF-config goldens are not recorded yet.
-	if ex := os.Getenv("MCPGUARD_EVAL_EXCLUDE"); ex != "" {
-		prefixes := strings.Split(ex, ",")
-		cases = slices.DeleteFunc(cases, func(c *eval.Case) bool {
+	matches := func(env string) func(*eval.Case) bool {
+		prefixes := strings.Split(os.Getenv(env), ",")
+		return func(c *eval.Case) bool {
 			return slices.ContainsFunc(prefixes, func(p string) bool { return p != "" && strings.HasPrefix(c.ID, p) })
-		})
+		}
+	}
+	if only := os.Getenv("MCPGUARD_EVAL_ONLY"); only != "" {
+		named := matches("MCPGUARD_EVAL_ONLY")
+		cases = slices.DeleteFunc(cases, func(c *eval.Case) bool { return !named(c) })
+		t.Logf("MCPGUARD_EVAL_ONLY=%s: %d cases", only, len(cases))
+	}
+	if ex := os.Getenv("MCPGUARD_EVAL_EXCLUDE"); ex != "" {
+		cases = slices.DeleteFunc(cases, matches("MCPGUARD_EVAL_EXCLUDE"))
 		t.Logf("MCPGUARD_EVAL_EXCLUDE=%s: %d cases left", ex, len(cases))
 	}
 	require.NotEmpty(t, cases)
+	return cases, len(cases) < all
+}
 
+// evalRunner is the harness over this checkout, with the cases' servers
+// built (or prebuilt in MCPGUARD_SERVER_BIN, a directory of go build -o
+// DIR/ ./testdata/servers/..., e.g. for a VM whose root is read-only).
+// MCPGUARD_EVAL_TIMEOUT_SCALE stretches the time bounds on slow hosts (a
+// TCG VM), where the defaults would cut live servers off.
+func evalRunner(ctx context.Context, t *testing.T, cases []*eval.Case) *eval.Runner {
+	t.Helper()
 	root, err := filepath.Abs(".")
 	require.NoError(t, err)
-	// MCPGUARD_SERVER_BIN names a directory of prebuilt Go servers (go build
-	// -o DIR/ ./testdata/servers/...), e.g. for a VM whose root is read-only.
 	binDir := os.Getenv("MCPGUARD_SERVER_BIN")
 	if binDir == "" {
 		binDir = t.TempDir()
 		require.NoError(t, servers.Build(ctx, binDir, serverNames(cases)...))
 	}
-	r := &eval.Runner{Root: root, BinDir: binDir, WorkDir: t.TempDir()}
-	// MCPGUARD_EVAL_TIMEOUT_SCALE stretches the time bounds on slow hosts
-	// (a TCG VM), where the defaults would cut live servers off.
+	r := &eval.Runner{Root: root, BinDir: binDir, WorkDir: t.TempDir(), RuntimeCache: runtime.NewCache()}
 	if v := os.Getenv("MCPGUARD_EVAL_TIMEOUT_SCALE"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		require.NoError(t, err, "MCPGUARD_EVAL_TIMEOUT_SCALE")
 		require.Positive(t, f, "MCPGUARD_EVAL_TIMEOUT_SCALE")
 		r.Scale(f)
 	}
+	return r
+}
 
-	var reports []*eval.Report
-	var viable map[string]bool
-	for _, cfg := range configs.Names() {
-		t.Run(cfg, func(t *testing.T) {
-			rep := &eval.Report{Config: cfg}
-			reports = append(reports, rep)
-			results, err := r.RunConfig(ctx, cfg, cases, eval.DefaultParallel(), nil)
-			if errors.Is(err, configs.ErrUnavailable) {
-				if testenv.BPF() && bpfConfig(cfg) {
-					// -bpf asks for the kernel configs: a refusal is a failure,
-					// never a skip that CI would count as green.
-					t.Fatalf("-bpf was given but config %s is unavailable: %v", cfg, err)
-				}
-				rep.Skipped = err.Error()
-				t.Skipf("config %s unavailable here: %v", cfg, err)
-			}
-			require.NoError(t, err)
+// evalRun is TestEvalCases's state across its configs.
+type evalRun struct {
+	r       *eval.Runner
+	cases   []*eval.Case
+	reports []*eval.Report
+	// partial: some of the corpus's cases were left out (-short,
+	// MCPGUARD_EVAL_ONLY or _EXCLUDE).
+	partial bool
+	// viable are the attacks that succeed under C0: from C0's run, or
+	// (a config run alone: -run TestEvalCases/C-app) from C0's golden.
+	viable map[string]bool
+}
 
-			goldenPath := filepath.Join("testdata/golden/eval", cfg+".golden")
-			golden := readGolden(t, goldenPath)
-			if cfg == configs.C0 {
-				viable = eval.Viable(results)
-			} else if viable == nil {
-				// Run alone (-run TestEvalCases/C-app): viability from the C0 golden.
-				viable = viableFromGolden(t, cases)
-			}
-			for i, c := range cases {
-				res := results[i]
-				t.Run(c.ID, func(t *testing.T) {
-					if res.NoPolicy {
-						t.Skipf("not judged: %s", res.Err)
-					}
-					require.NotEqual(t, eval.Error, res.Verdict, "harness error: %s", res.Err)
-					if cfg == configs.C0 {
-						// C0 is pass-through: the guard denies nothing,
-						// and every benign case passes.
-						assert.Empty(t, res.Denied, "C0 denied calls %v", res.Denied)
-						if !c.Attack() {
-							assert.Equal(t, eval.Passed, res.Verdict, "benign case failed under C0: %s", res.Detail)
-						}
-					}
-					if testenv.Update() {
-						return
-					}
-					want, ok := golden[c.ID]
-					if !ok {
-						t.Fatalf("%s has no verdict for %s (got %s: %s); run with -update and review", goldenPath, c.ID, res.Verdict, res.Detail)
-					}
-					assert.Equal(t, want, res.Verdict, "%s: %s (denied calls %v, call errors %v, start error %q)",
-						c.ID, res.Detail, res.Denied, res.CallErrors, res.StartError)
-				})
-			}
-			if testenv.Update() {
-				writeGolden(t, goldenPath, golden, results)
-			} else if !testing.Short() {
-				for id := range golden {
-					if !hasCase(cases, id) {
-						t.Errorf("%s lists %s, which is not in the corpus; run with -update", goldenPath, id)
-					}
-				}
-			}
-			rep.Results = results
-			rep.Summary = eval.Summarize(cfg, results, viable)
-			if cfg == configs.C0 && !testing.Short() && !testenv.Update() {
-				// The count of viable attacks is what the golden file says.
-				n := 0
-				for _, v := range golden {
-					if v == eval.Succeeded {
-						n++
-					}
-				}
-				assert.Equal(t, n, len(viable), "viable attacks under C0")
-			}
-		})
+// config runs every case under cfg and holds the verdicts against the
+// config's golden file (or rewrites it under -update).
+func (run *evalRun) config(ctx context.Context, t *testing.T, cfg string) {
+	rep := &eval.Report{Config: cfg}
+	run.reports = append(run.reports, rep)
+	results, err := run.r.RunConfig(ctx, cfg, run.cases, eval.DefaultParallel(), nil)
+	if errors.Is(err, configs.ErrUnavailable) {
+		if testenv.BPF() && bpfConfig(cfg) {
+			// -bpf asks for the kernel configs: a refusal is a failure,
+			// never a skip that CI would count as green.
+			t.Fatalf("-bpf was given but config %s is unavailable: %v", cfg, err)
+		}
+		rep.Skipped = err.Error()
+		t.Skipf("config %s unavailable here: %v", cfg, err)
 	}
-	var b strings.Builder
-	require.NoError(t, eval.WriteTable(&b, reports))
-	fmt.Fprintf(os.Stdout, "\n%d cases\n%s\n", len(cases), b.String())
+	require.NoError(t, err)
+	goldenPath := filepath.Join("testdata/golden/eval", cfg+".golden")
+	golden := readGolden(t, goldenPath)
+	if cfg == configs.C0 {
+		run.viable = eval.Viable(results)
+	} else if run.viable == nil {
+		run.viable = viableFromGolden(t, run.cases)
+	}
+	for i, c := range run.cases {
+		t.Run(c.ID, func(t *testing.T) { checkVerdict(t, cfg, c, results[i], golden, goldenPath) })
+	}
+	if testenv.Update() {
+		writeGolden(t, goldenPath, golden, results, run.partial)
+	} else if !run.partial {
+		for id := range golden {
+			if !hasCase(run.cases, id) {
+				t.Errorf("%s lists %s, which is not in the corpus; run with -update", goldenPath, id)
+			}
+		}
+	}
+	rep.Results = results
+	rep.Summary = eval.Summarize(cfg, results, run.viable)
+	if cfg == configs.C0 && !run.partial && !testenv.Update() {
+		// The count of viable attacks is what the golden file says.
+		n := 0
+		for _, v := range golden {
+			if v == eval.Succeeded {
+				n++
+			}
+		}
+		assert.Equal(t, n, len(run.viable), "viable attacks under C0")
+	}
+}
+
+// checkVerdict holds one case's result under cfg against the golden
+// verdict; under C0 (pass-through) the guard denies nothing and every
+// benign case passes.
+func checkVerdict(t *testing.T, cfg string, c *eval.Case, res *eval.Result, golden map[string]string, goldenPath string) {
+	if res.NoPolicy {
+		t.Skipf("not judged: %s", res.Err)
+	}
+	require.NotEqual(t, eval.Error, res.Verdict, "harness error: %s", res.Err)
+	if cfg == configs.C0 {
+		assert.Empty(t, res.Denied, "C0 denied calls %v", res.Denied)
+		if !c.Attack() {
+			assert.Equal(t, eval.Passed, res.Verdict, "benign case failed under C0: %s", res.Detail)
+		}
+	}
+	if testenv.Update() {
+		return
+	}
+	want, ok := golden[c.ID]
+	if !ok {
+		t.Fatalf("%s has no verdict for %s (got %s: %s); run with -update and review", goldenPath, c.ID, res.Verdict, res.Detail)
+	}
+	assert.Equal(t, want, res.Verdict, "%s: %s (denied calls %v, call errors %v, start error %q)",
+		c.ID, res.Detail, res.Denied, res.CallErrors, res.StartError)
 }
 
 func serverNames(cases []*eval.Case) []string {
@@ -179,12 +219,12 @@ func readGolden(t *testing.T, path string) map[string]string {
 	return g
 }
 
-// writeGolden rewrites the golden file; under -short only the smoke cases
-// ran, so their verdicts are merged into what is there.
-func writeGolden(t *testing.T, path string, old map[string]string, results []*eval.Result) {
+// writeGolden rewrites the golden file; when only some cases ran (partial)
+// their verdicts are merged into what is there.
+func writeGolden(t *testing.T, path string, old map[string]string, results []*eval.Result, partial bool) {
 	t.Helper()
 	merged := map[string]string{}
-	if testing.Short() {
+	if partial {
 		for k, v := range old {
 			merged[k] = v
 		}
@@ -201,8 +241,18 @@ func writeGolden(t *testing.T, path string, old map[string]string, results []*ev
 	if len(rs) == 0 {
 		return // nothing judged (no policies yet): no golden file
 	}
-	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-	require.NoError(t, os.WriteFile(path, []byte(eval.Golden(rs)), 0o644))
+	golden := eval.Golden(rs)
+	err := os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		err = os.WriteFile(path, []byte(golden), 0o644)
+	}
+	if errors.Is(err, syscall.EROFS) {
+		// The VM sees the checkout read-only: the file is in the log, to
+		// be copied from it (docs/vm.md).
+		t.Errorf("%s is on a read-only file system; what -update would write:\n%s", path, golden)
+		return
+	}
+	require.NoError(t, err)
 }
 
 func viableFromGolden(t *testing.T, cases []*eval.Case) map[string]bool {

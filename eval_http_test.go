@@ -21,8 +21,8 @@ import (
 	"github.com/mcpguard/mcpguard/gateway"
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/configs"
-	"github.com/mcpguard/mcpguard/internal/eval"
-	"github.com/mcpguard/mcpguard/internal/servers"
+	"github.com/mcpguard/mcpguard/lab/eval"
+	"github.com/mcpguard/mcpguard/lab/servers"
 )
 
 // httpSession is an eval session whose client reaches the guarded server

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpguard/mcpguard/internal/testenv"
-	"github.com/mcpguard/mcpguard/internal/vm/probe"
+	"github.com/mcpguard/mcpguard/lab/vm/probe"
 )
 
 // TestVMProbe shows a BPF LSM denial where the kernel enforces BPF LSM

@@ -21,9 +21,9 @@ import (
 	"github.com/mcpguard/mcpguard/agent"
 	"github.com/mcpguard/mcpguard/agent/firewall"
 	"github.com/mcpguard/mcpguard/agent/fsserver"
-	"github.com/mcpguard/mcpguard/agent/llmtest"
 	"github.com/mcpguard/mcpguard/guard/configs"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/lab/llmtest"
 )
 
 // The test binary doubles as the filesystem server (agent.FSServer).

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpguard/mcpguard/internal/llm/server"
+	"github.com/mcpguard/mcpguard/lab/llm/server"
 )
 
 // Reference is the embedded reference model server (llm/server) running on

@@ -245,15 +245,7 @@ func (s *Stream) stamp(now time.Time) {
 // its end, collecting content and tool calls. It never waits longer than the
 // request timeout in all, nor the stall timeout between chunks.
 func (l *LLM) ChatStream(ctx context.Context, req openai.ChatCompletionRequest) (*Stream, error) {
-	req.Model = l.model
-	if req.MaxTokens > 0 && reasoningModel(l.model) {
-		// go-openai refuses max_tokens for OpenAI's reasoning models, which
-		// read max_completion_tokens anyway.
-		req.MaxTokens = 0
-	}
-	req.Stream = true
-	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
-
+	req = l.streamRequest(req)
 	ctx, cancel := context.WithTimeoutCause(ctx, l.request, fmt.Errorf("%w: no end within %v", ErrStreamStalled, l.request))
 	defer cancel()
 	ctx, stop := context.WithCancelCause(ctx)
@@ -279,8 +271,7 @@ func (l *LLM) ChatStream(ctx context.Context, req openai.ChatCompletionRequest) 
 	}
 	defer stream.Close()
 
-	calls := map[int]*openai.ToolCall{}
-	var content strings.Builder
+	acc := &accumulator{s: s, calls: map[int]*openai.ToolCall{}}
 	for {
 		raw, err := stream.RecvRaw()
 		now := time.Now()
@@ -288,81 +279,130 @@ func (l *LLM) ChatStream(ctx context.Context, req openai.ChatCompletionRequest) 
 			break
 		}
 		if err != nil {
-			if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
-				return nil, c
-			}
-			var apiErr *openai.APIError
-			if errors.As(err, &apiErr) {
-				return nil, fmt.Errorf("%w: error in stream: %v", ErrEndpoint, err)
-			}
-			if errors.Is(err, openai.ErrTooManyEmptyStreamMessages) {
-				return nil, fmt.Errorf("%w: %v", ErrBadStream, err)
-			}
-			return nil, fmt.Errorf("%w: %v", ErrStreamCut, err)
+			return nil, recvError(ctx, err)
 		}
 		if watchdog == nil {
 			watchdog = time.AfterFunc(l.stall, func() { stop(stallErr) })
 		} else {
 			watchdog.Reset(l.stall)
 		}
-		var c chunk
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return nil, fmt.Errorf("%w: %v: %.80q", ErrBadStream, err, raw)
-		}
-		if c.Usage != nil {
-			s.Usage = c.Usage
-		}
-		if c.Timings != nil {
-			s.Timings = c.Timings
-		}
-		out := false
-		for _, ch := range c.Choices {
-			if ch.Delta.Content != "" {
-				content.WriteString(ch.Delta.Content)
-				out = true
-			}
-			for _, tc := range ch.Delta.ToolCalls {
-				idx := 0
-				if tc.Index != nil {
-					idx = *tc.Index
-				}
-				acc, ok := calls[idx]
-				if !ok {
-					acc = &openai.ToolCall{Type: openai.ToolTypeFunction}
-					calls[idx] = acc
-				}
-				if tc.ID != "" {
-					acc.ID = tc.ID
-				}
-				if tc.Function.Name != "" {
-					acc.Function.Name += tc.Function.Name
-				}
-				acc.Function.Arguments += tc.Function.Arguments
-				out = true
-			}
-			if ch.FinishReason != "" && s.FinishReason == "" {
-				s.FinishReason = ch.FinishReason
-				s.Finished = now
-			}
-		}
-		if out {
-			s.stamp(now)
+		if err := acc.add(raw, now); err != nil {
+			return nil, err
 		}
 	}
 	s.End = time.Now()
-	// go-openai reports a connection closed without [DONE] as a plain EOF,
-	// like [DONE] itself: a stream without a finish reason was cut.
+	return acc.finish()
+}
+
+// streamRequest is req as ChatStream sends it: this LLM's model, streamed
+// with usage.
+func (l *LLM) streamRequest(req openai.ChatCompletionRequest) openai.ChatCompletionRequest {
+	req.Model = l.model
+	if req.MaxTokens > 0 && reasoningModel(l.model) {
+		// go-openai refuses max_tokens for OpenAI's reasoning models, which
+		// read max_completion_tokens anyway.
+		req.MaxTokens = 0
+	}
+	req.Stream = true
+	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	return req
+}
+
+// recvError says why reading the stream failed: the request's own time
+// bounds (the cause), the endpoint's error, a malformed or a cut stream.
+func recvError(ctx context.Context, err error) error {
+	if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+		return c
+	}
+	var apiErr *openai.APIError
+	if errors.As(err, &apiErr) {
+		return fmt.Errorf("%w: error in stream: %v", ErrEndpoint, err)
+	}
+	if errors.Is(err, openai.ErrTooManyEmptyStreamMessages) {
+		return fmt.Errorf("%w: %v", ErrBadStream, err)
+	}
+	return fmt.Errorf("%w: %v", ErrStreamCut, err)
+}
+
+// accumulator collects a stream's chunks into its Stream: content, tool
+// calls by index (their fragments joined), usage, timings, the finish
+// reason and the output chunks' times.
+type accumulator struct {
+	s       *Stream
+	calls   map[int]*openai.ToolCall
+	content strings.Builder
+}
+
+// add takes one chunk, received at now.
+func (a *accumulator) add(raw []byte, now time.Time) error {
+	var c chunk
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("%w: %v: %.80q", ErrBadStream, err, raw)
+	}
+	s := a.s
+	if c.Usage != nil {
+		s.Usage = c.Usage
+	}
+	if c.Timings != nil {
+		s.Timings = c.Timings
+	}
+	out := false
+	for _, ch := range c.Choices {
+		if ch.Delta.Content != "" {
+			a.content.WriteString(ch.Delta.Content)
+			out = true
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			a.addToolCall(tc)
+			out = true
+		}
+		if ch.FinishReason != "" && s.FinishReason == "" {
+			s.FinishReason = ch.FinishReason
+			s.Finished = now
+		}
+	}
+	if out {
+		s.stamp(now)
+	}
+	return nil
+}
+
+// addToolCall joins a tool-call fragment to the call of its index.
+func (a *accumulator) addToolCall(tc openai.ToolCall) {
+	idx := 0
+	if tc.Index != nil {
+		idx = *tc.Index
+	}
+	acc, ok := a.calls[idx]
+	if !ok {
+		acc = &openai.ToolCall{Type: openai.ToolTypeFunction}
+		a.calls[idx] = acc
+	}
+	if tc.ID != "" {
+		acc.ID = tc.ID
+	}
+	if tc.Function.Name != "" {
+		acc.Function.Name += tc.Function.Name
+	}
+	acc.Function.Arguments += tc.Function.Arguments
+}
+
+// finish completes the Stream once it ended: a stream without a finish
+// reason was cut (go-openai reports a connection closed without [DONE]
+// as a plain EOF, like [DONE] itself).
+func (a *accumulator) finish() (*Stream, error) {
+	s := a.s
 	if s.FinishReason == "" {
 		return nil, fmt.Errorf("%w: no finish_reason after %d chunks", ErrStreamCut, s.Chunks)
 	}
-	s.Content = content.String()
-	idx := make([]int, 0, len(calls))
-	for i := range calls {
+	s.Content = a.content.String()
+	idx := make([]int, 0, len(a.calls))
+	for i := range a.calls {
 		idx = append(idx, i)
 	}
 	sort.Ints(idx)
 	for _, i := range idx {
-		s.ToolCalls = append(s.ToolCalls, *calls[i])
+		s.ToolCalls = append(s.ToolCalls, *a.calls[i])
 	}
 	if s.Chunks == 0 {
 		s.First, s.Last = s.End, s.End

@@ -130,13 +130,25 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } net_rules SEC(".maps");
 
-// Names no guarded process may write or create, even inside its write
-// roots, because other programs run what they contain (persistence):
-// {name, ""} protects a file name anywhere, {dir, parent} (value
-// PROT_CHILDREN) protects what is inside dir when dir's parent is named
-// parent (.git/hooks). Shared by all sessions, written by the controller.
+// Names no guarded process may write, create, rename or unlink, even
+// inside its write roots, because the user's tools run or obey what they
+// contain (persistence). Shared by all sessions, written by the
+// controller from guard/launch's lists:
+//   {name, ""}     PROT_NAME: the name anywhere (.envrc, .git, .mcp.json);
+//   {dir, ""}      PROT_TREE: the name, and everything below a directory of
+//                  that name at any depth (.vscode, .claude);
+//   {name, ".git"} PROT_GIT: the name, or anything below a directory of
+//                  that name, below a directory named .git (config, hooks,
+//                  commondir); *.sample files excepted (git never runs
+//                  them, git init writes them);
+//   {name, ""}     PROT_OUTSIDE_GIT: the name anywhere but below a .git
+//                  (HEAD: a directory with HEAD, objects and refs is a
+//                  bare repository whose config git obeys).
 #define PROT_NAME 1
-#define PROT_CHILDREN 2
+#define PROT_TREE 3
+#define PROT_GIT 4
+#define PROT_OUTSIDE_GIT 5
+#define PROT_DEPTH 64 // ancestors looked at by name (deeper: refused)
 
 struct name_key {
 	char name[32];
@@ -150,6 +162,28 @@ struct {
 	__type(value, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } protected SEC(".maps");
+
+// Files a session's policy says the server may not write although they
+// lie in its write roots (filesystem.protect_exec_config): the files the
+// user's tools execute or read as configuration (guard/changes). Keyed by
+// policy, so one session's switch does not reach another's. Values:
+#define EXEC_NAME 1   // the name anywhere (package.json, Makefile)
+#define EXEC_SUFFIX 2 // a name ending in it (.pth)
+#define EXEC_TREE 3   // everything below a directory of that name (.github)
+#define EXEC_SKIP 4   // nothing below a directory of that name (node_modules)
+
+struct exec_key {
+	__u64 policy;
+	char name[32];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct exec_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} exec_config SEC(".maps");
 
 // Each session has its own ring buffer, so concurrent sessions (in one
 // process or several) never read each other's denials.
@@ -435,31 +469,124 @@ static __always_inline void report_path(__u64 policy, __u32 kind, __u32 need, st
 	send_event(e);
 }
 
-// is_protected says whether writing (or creating) the name d is refused by
-// the protected map. Sample hooks (*.sample, which git never runs) stay
-// writable so that git init works.
-static __noinline int is_protected(struct dentry *d)
+struct prot_ctx {
+	__u64 policy;  // for exec_config (0: not looked at)
+	int exec_tree; // an ancestor is an EXEC_TREE directory
+	int exec_skip; // an ancestor is an EXEC_SKIP directory
+	struct dentry *d;
+	int git_inner; // the entry or an ancestor below the nearest .git is a PROT_GIT name
+	int in_git;    // an ancestor is named .git
+	int tree;      // an ancestor is a PROT_TREE directory
+	int done;      // the walk reached the file system's root
+};
+
+// prot_step looks at one ancestor's name, walking up by d_parent (names
+// are the file system's, whatever is mounted where).
+static long prot_step(__u64 idx, struct prot_ctx *c)
+{
+	struct dentry *d = c->d;
+	struct dentry *up = BPF_CORE_READ(d, d_parent);
+	if (!up || up == d) {
+		c->done = 1;
+		return 1;
+	}
+	struct name_key k = {};
+	bpf_probe_read_kernel_str(k.name, sizeof(k.name), BPF_CORE_READ(up, d_name.name));
+	__u32 *v = bpf_map_lookup_elem(&protected, &k);
+	if (v && *v == PROT_TREE) {
+		c->tree = 1;
+		return 1;
+	}
+	if (c->policy) {
+		struct exec_key ek = {.policy = c->policy};
+		__builtin_memcpy(ek.name, k.name, sizeof(ek.name));
+		__u32 *x = bpf_map_lookup_elem(&exec_config, &ek);
+		if (x && *x == EXEC_TREE)
+			c->exec_tree = 1;
+		if (x && *x == EXEC_SKIP)
+			c->exec_skip = 1;
+	}
+	if (k.name[0] == '.' && k.name[1] == 'g' && k.name[2] == 'i' && k.name[3] == 't' && k.name[4] == 0) {
+		if (c->git_inner && !c->in_git)
+			c->in_git = 2; // a git name below this .git: protected
+		else
+			c->in_git = c->in_git ? c->in_git : 1;
+	} else if (!c->in_git) {
+		__builtin_memcpy(k.dir, ".git", 5);
+		v = bpf_map_lookup_elem(&protected, &k);
+		if (v && *v == PROT_GIT)
+			c->git_inner = 1;
+	}
+	c->d = up;
+	return 0;
+}
+
+// is_sample says whether a name ends in ".sample" (n counts the NUL).
+static __always_inline int is_sample(const char *name, long n)
+{
+	if (n < 8 || n > 32)
+		return 0;
+	long i = (n - 8) & 31;
+	return i <= 24 && name[i] == '.' && name[i + 1] == 's' && name[i + 2] == 'a' &&
+	       name[i + 3] == 'm' && name[i + 4] == 'p' && name[i + 5] == 'l' && name[i + 6] == 'e';
+}
+
+// exec_named says whether the session's exec_config names the entry
+// itself: by name, or by the suffix from its last dot.
+static __always_inline int exec_named(__u64 policy, const char *name)
+{
+	struct exec_key ek = {.policy = policy};
+	__builtin_memcpy(ek.name, name, sizeof(ek.name));
+	__u32 *x = bpf_map_lookup_elem(&exec_config, &ek);
+	if (x && *x == EXEC_NAME)
+		return 1;
+	int dot = -1;
+	for (int i = 1; i < 31; i++) {
+		if (name[i] == 0)
+			break;
+		if (name[i] == '.')
+			dot = i;
+	}
+	if (dot < 1)
+		return 0;
+	struct exec_key sk = {.policy = policy};
+	for (int i = 0; i < 31; i++) {
+		int j = dot + i;
+		if (j >= 31 || name[j & 31] == 0)
+			break;
+		sk.name[i] = name[j & 31];
+	}
+	x = bpf_map_lookup_elem(&exec_config, &sk);
+	return x && *x == EXEC_SUFFIX;
+}
+
+// is_protected says whether writing, creating, renaming or unlinking the
+// entry d is refused by the protected map (see its comment), or by the
+// session's exec_config (policy 0: not looked at).
+static __noinline int is_protected(__u64 policy, struct dentry *d)
 {
 	struct name_key k = {};
 	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
 	long n = bpf_probe_read_kernel_str(k.name, sizeof(k.name), name);
 	__u32 *v = bpf_map_lookup_elem(&protected, &k);
-	if (v && *v == PROT_NAME)
+	if (v && (*v == PROT_NAME || *v == PROT_TREE))
+		return 1; // a tree's own name too: a directory renamed into place
+	int outside_git = v && *v == PROT_OUTSIDE_GIT;
+	struct prot_ctx c = {.d = d, .policy = policy};
+	__builtin_memcpy(k.dir, ".git", 5);
+	v = bpf_map_lookup_elem(&protected, &k);
+	if (v && *v == PROT_GIT)
+		c.git_inner = 1;
+	bpf_loop(PROT_DEPTH, prot_step, &c, 0);
+	if (c.tree || !c.done)
+		return 1; // deeper than PROT_DEPTH: refused, as file_guard does
+	if (c.in_git == 2 && !is_sample(k.name, n))
 		return 1;
-	// ".sample" suffix: n counts the NUL.
-	if (n >= 8 && n <= 32) {
-		long i = (n - 8) & 31;
-		if (i <= 24 && k.name[i] == '.' && k.name[i + 1] == 's' && k.name[i + 2] == 'a' &&
-		    k.name[i + 3] == 'm' && k.name[i + 4] == 'p' && k.name[i + 5] == 'l' && k.name[i + 6] == 'e')
-			return 0;
-	}
-	struct dentry *dir = BPF_CORE_READ(d, d_parent);
-	struct dentry *up = BPF_CORE_READ(dir, d_parent);
-	struct name_key pk = {};
-	bpf_probe_read_kernel_str(pk.name, sizeof(pk.name), BPF_CORE_READ(dir, d_name.name));
-	bpf_probe_read_kernel_str(pk.dir, sizeof(pk.dir), BPF_CORE_READ(up, d_name.name));
-	v = bpf_map_lookup_elem(&protected, &pk);
-	return v && *v == PROT_CHILDREN;
+	if (outside_git && !c.in_git)
+		return 1;
+	if (policy && !c.exec_skip && !c.in_git && (c.exec_tree || exec_named(policy, k.name)))
+		return 1;
+	return 0;
 }
 
 SEC("lsm/file_open")
@@ -506,7 +633,7 @@ int BPF_PROG(file_guard, struct file *file)
 		report_path(policy, EV_FILE_OPEN, need, d, vm);
 		return -EPERM;
 	}
-	if ((need & ACC_WRITE) && v != W_SELF && is_protected(d)) {
+	if ((need & ACC_WRITE) && v != W_SELF && is_protected(policy, d)) {
 		report_path(policy, EV_FILE_PROTECTED, need, d, vm);
 		return -EPERM;
 	}
@@ -536,8 +663,9 @@ static __always_inline int dir_write(const struct path *dir, struct dentry *chil
 	struct dentry *d = dir->dentry;
 	struct vfsmount *vm = dir->mnt;
 	__u32 kind = EV_FILE_CREATE;
-	if (walk(policy, d, vm, ACC_WRITE) != W_DENY) {
-		if (!is_protected(child))
+	int w = walk(policy, d, vm, ACC_WRITE);
+	if (w != W_DENY) {
+		if (!is_protected(policy, child))
 			return 0;
 		kind = EV_FILE_PROTECTED;
 	}
@@ -590,6 +718,21 @@ int BPF_PROG(rename_guard, const struct path *old_dir, struct dentry *old_dentry
 	if (r)
 		return r;
 	return dir_write(new_dir, new_dentry);
+}
+
+// truncate(2) by path changes a file without opening it.
+SEC("lsm/path_truncate")
+int BPF_PROG(truncate_guard, const struct path *path)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	struct dentry *d = path->dentry;
+	struct vfsmount *vm = path->mnt;
+	if (walk(policy, d, vm, ACC_WRITE) == W_SELF || !is_protected(policy, d))
+		return 0;
+	report_path(policy, EV_FILE_PROTECTED, ACC_WRITE, d, vm);
+	return -EPERM;
 }
 
 // Hard links are refused outright: a link to a secret placed in the

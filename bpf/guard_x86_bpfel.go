@@ -31,6 +31,12 @@ type guardEvent struct {
 	Path     [512]int8
 }
 
+type guardExecKey struct {
+	_      structs.HostLayout
+	Policy uint64
+	Name   [32]int8
+}
+
 type guardInodeKey struct {
 	_      structs.HostLayout
 	Policy uint64
@@ -60,6 +66,7 @@ type guardNetKey struct {
 const (
 	guardMapCgroups           = "cgroups"
 	guardMapEvents            = "events"
+	guardMapExecConfig        = "exec_config"
 	guardMapExecRules         = "exec_rules"
 	guardMapFsRules           = "fs_rules"
 	guardMapNetRules          = "net_rules"
@@ -83,6 +90,7 @@ const (
 	guardProgSendGuard        = "send_guard"
 	guardProgSocketGuard      = "socket_guard"
 	guardProgSymlinkGuard     = "symlink_guard"
+	guardProgTruncateGuard    = "truncate_guard"
 	guardProgUmountGuard      = "umount_guard"
 	guardProgUnixConnectGuard = "unix_connect_guard"
 	guardProgUnixSendGuard    = "unix_send_guard"
@@ -152,6 +160,7 @@ type guardProgramSpecs struct {
 	SendGuard        *ebpf.ProgramSpec `ebpf:"send_guard"`
 	SocketGuard      *ebpf.ProgramSpec `ebpf:"socket_guard"`
 	SymlinkGuard     *ebpf.ProgramSpec `ebpf:"symlink_guard"`
+	TruncateGuard    *ebpf.ProgramSpec `ebpf:"truncate_guard"`
 	UmountGuard      *ebpf.ProgramSpec `ebpf:"umount_guard"`
 	UnixConnectGuard *ebpf.ProgramSpec `ebpf:"unix_connect_guard"`
 	UnixSendGuard    *ebpf.ProgramSpec `ebpf:"unix_send_guard"`
@@ -162,14 +171,15 @@ type guardProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type guardMapSpecs struct {
-	Cgroups   *ebpf.MapSpec `ebpf:"cgroups"`
-	Events    *ebpf.MapSpec `ebpf:"events"`
-	ExecRules *ebpf.MapSpec `ebpf:"exec_rules"`
-	FsRules   *ebpf.MapSpec `ebpf:"fs_rules"`
-	NetRules  *ebpf.MapSpec `ebpf:"net_rules"`
-	Protected *ebpf.MapSpec `ebpf:"protected"`
-	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
-	Tasks     *ebpf.MapSpec `ebpf:"tasks"`
+	Cgroups    *ebpf.MapSpec `ebpf:"cgroups"`
+	Events     *ebpf.MapSpec `ebpf:"events"`
+	ExecConfig *ebpf.MapSpec `ebpf:"exec_config"`
+	ExecRules  *ebpf.MapSpec `ebpf:"exec_rules"`
+	FsRules    *ebpf.MapSpec `ebpf:"fs_rules"`
+	NetRules   *ebpf.MapSpec `ebpf:"net_rules"`
+	Protected  *ebpf.MapSpec `ebpf:"protected"`
+	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	Tasks      *ebpf.MapSpec `ebpf:"tasks"`
 }
 
 // guardVariableSpecs contains global variables before they are loaded into the kernel.
@@ -202,20 +212,22 @@ func (o *guardObjects) Close() error {
 //
 // It can be passed to loadGuardObjects or ebpf.CollectionSpec.LoadAndAssign.
 type guardMaps struct {
-	Cgroups   *ebpf.Map `ebpf:"cgroups"`
-	Events    *ebpf.Map `ebpf:"events"`
-	ExecRules *ebpf.Map `ebpf:"exec_rules"`
-	FsRules   *ebpf.Map `ebpf:"fs_rules"`
-	NetRules  *ebpf.Map `ebpf:"net_rules"`
-	Protected *ebpf.Map `ebpf:"protected"`
-	Scratch   *ebpf.Map `ebpf:"scratch"`
-	Tasks     *ebpf.Map `ebpf:"tasks"`
+	Cgroups    *ebpf.Map `ebpf:"cgroups"`
+	Events     *ebpf.Map `ebpf:"events"`
+	ExecConfig *ebpf.Map `ebpf:"exec_config"`
+	ExecRules  *ebpf.Map `ebpf:"exec_rules"`
+	FsRules    *ebpf.Map `ebpf:"fs_rules"`
+	NetRules   *ebpf.Map `ebpf:"net_rules"`
+	Protected  *ebpf.Map `ebpf:"protected"`
+	Scratch    *ebpf.Map `ebpf:"scratch"`
+	Tasks      *ebpf.Map `ebpf:"tasks"`
 }
 
 func (m *guardMaps) Close() error {
 	return _GuardClose(
 		m.Cgroups,
 		m.Events,
+		m.ExecConfig,
 		m.ExecRules,
 		m.FsRules,
 		m.NetRules,
@@ -256,6 +268,7 @@ type guardPrograms struct {
 	SendGuard        *ebpf.Program `ebpf:"send_guard"`
 	SocketGuard      *ebpf.Program `ebpf:"socket_guard"`
 	SymlinkGuard     *ebpf.Program `ebpf:"symlink_guard"`
+	TruncateGuard    *ebpf.Program `ebpf:"truncate_guard"`
 	UmountGuard      *ebpf.Program `ebpf:"umount_guard"`
 	UnixConnectGuard *ebpf.Program `ebpf:"unix_connect_guard"`
 	UnixSendGuard    *ebpf.Program `ebpf:"unix_send_guard"`
@@ -281,6 +294,7 @@ func (p *guardPrograms) Close() error {
 		p.SendGuard,
 		p.SocketGuard,
 		p.SymlinkGuard,
+		p.TruncateGuard,
 		p.UmountGuard,
 		p.UnixConnectGuard,
 		p.UnixSendGuard,

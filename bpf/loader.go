@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -55,9 +56,32 @@ const (
 
 // Values of the protected map, as in guard.bpf.c.
 const (
-	ProtName     uint32 = 1 // the name itself, in any directory
-	ProtChildren uint32 = 2 // what is inside the directory
+	ProtName       uint32 = 1 // {name, ""}: the name itself, in any directory
+	ProtTree       uint32 = 3 // {dir, ""}: everything below a directory of that name
+	ProtGit        uint32 = 4 // {name, ".git"}: the name, and what is below it, below a .git
+	ProtOutsideGit uint32 = 5 // {name, ""}: the name anywhere but below a .git
 )
+
+// Values of the exec_config map, as in guard.bpf.c.
+const (
+	ExecName   uint32 = 1 // the name anywhere
+	ExecSuffix uint32 = 2 // a name ending in it
+	ExecTree   uint32 = 3 // everything below a directory of that name
+	ExecSkip   uint32 = 4 // nothing below a directory of that name
+)
+
+// ExecKey is an exec_config map key.
+type ExecKey = guardExecKey
+
+// MakeExecKey builds an exec_config key for a session's policy id.
+func MakeExecKey(policy uint64, name string) ExecKey {
+	var k ExecKey
+	k.Policy = policy
+	for i := 0; i < len(name) && i < len(k.Name)-1; i++ {
+		k.Name[i] = int8(name[i])
+	}
+	return k
+}
 
 // NameKey is a protected map key.
 type NameKey = guardNameKey
@@ -94,13 +118,21 @@ const bpffsMagic = 0xcafe4a11
 
 // Version names the compiled object; pins live in a directory of that name,
 // so a rebuilt object never picks up maps of another layout.
-func Version() string {
+func Version() string { return version() }
+
+var version = sync.OnceValue(func() string {
 	s := sha256.Sum256(_GuardBytes)
 	return "v" + hex.EncodeToString(s[:6])
-}
+})
 
-// Spec returns the embedded collection spec.
+// Spec returns the embedded collection spec (the caller's own copy).
 func Spec() (*ebpf.CollectionSpec, error) { return loadGuard() }
+
+// guardSpec is the embedded collection spec, parsed once per process:
+// every session's Attach reads it (program names, the ring buffer's
+// layout), and parsing the ELF and its BTF is tens of milliseconds on a
+// real CPU, a second under emulation. Readers must not modify it (Copy).
+var guardSpec = sync.OnceValues(loadGuard)
 
 // Objects are handles to the shared, pinned maps. The programs stay
 // attached through their pinned links after Close.
@@ -111,7 +143,10 @@ type Objects struct {
 	ExecRules *ebpf.Map // InodeKey -> 1
 	NetRules  *ebpf.Map // NetKey -> 1 (LPM trie)
 	Events    *ebpf.Map // policy id -> that session's ring buffer
-	Protected *ebpf.Map // NameKey -> ProtName | ProtChildren (all sessions)
+	Protected *ebpf.Map // NameKey -> ProtName | ProtTree | ProtGit | ProtOutsideGit (all sessions)
+	// ExecConfig holds, per session that asks, the files its server may
+	// not write (filesystem.protect_exec_config): ExecKey -> Exec*.
+	ExecConfig *ebpf.Map
 
 	// Loaded is true when this call loaded and attached the programs
 	// (false when it found them already pinned).
@@ -121,7 +156,7 @@ type Objects struct {
 	eventsSpec *ebpf.MapSpec
 }
 
-var mapNames = []string{"cgroups", "tasks", "fs_rules", "exec_rules", "net_rules", "events", "protected"}
+var mapNames = []string{"cgroups", "tasks", "fs_rules", "exec_rules", "net_rules", "events", "protected", "exec_config"}
 
 func programNames(spec *ebpf.CollectionSpec) []string {
 	var names []string
@@ -166,7 +201,7 @@ func Attach(root string) (*Objects, error) {
 	}
 	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
 
-	spec, err := loadGuard()
+	spec, err := guardSpec()
 	if err != nil {
 		return nil, fmt.Errorf("load spec: %w", err)
 	}
@@ -186,7 +221,7 @@ func Attach(root string) (*Objects, error) {
 		}
 		o.Loaded = true
 	}
-	ptrs := []**ebpf.Map{&o.Cgroups, &o.Tasks, &o.FSRules, &o.ExecRules, &o.NetRules, &o.Events, &o.Protected}
+	ptrs := []**ebpf.Map{&o.Cgroups, &o.Tasks, &o.FSRules, &o.ExecRules, &o.NetRules, &o.Events, &o.Protected, &o.ExecConfig}
 	for i, name := range mapNames {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
 		if err != nil {
@@ -201,7 +236,7 @@ func Attach(root string) (*Objects, error) {
 // attachMissing loads the collection (reusing pinned maps) and attaches and
 // pins the programs named in missing.
 func attachMissing(spec *ebpf.CollectionSpec, dir string, missing []string) error {
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}})
+	coll, err := ebpf.NewCollectionWithOptions(spec.Copy(), ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}})
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -256,7 +291,7 @@ func (o *Objects) NewSessionEvents() (*ebpf.Map, error) {
 // Close closes the map handles; the programs stay attached.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, m := range []*ebpf.Map{o.Cgroups, o.Tasks, o.FSRules, o.ExecRules, o.NetRules, o.Events, o.Protected} {
+	for _, m := range []*ebpf.Map{o.Cgroups, o.Tasks, o.FSRules, o.ExecRules, o.NetRules, o.Events, o.Protected, o.ExecConfig} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,17 +14,19 @@ import (
 )
 
 // askTimeout bounds the gateway's own requests to a server on the aggregate
-// endpoint (initialize, tools/list pages).
+// endpoint (initialize, list pages, logging/setLevel).
 const askTimeout = 30 * time.Second
 
-// maxPages bounds the tools/list pages read from one server.
+// maxPages bounds the pages of one list read from one server.
 const maxPages = 100
 
 // aggregate is the server side of an aggregate-endpoint session: one
-// guarded session of every server the token grants, presented as one
-// server whose tools are named <server>__<tool>. Unlike a direct session it
-// is not transparent: it answers initialize and tools/list itself and
-// renames tools and server-to-client request ids on the way through.
+// guarded session of every server the caller may reach, presented as one
+// server. It answers initialize, ping and the lists itself (see merge for
+// how names are kept, prefixed or left out) and routes every other request
+// to the one server that listed the name, URI or template it names;
+// server-to-client requests get ids unique across servers and their
+// answers are mapped back.
 type aggregate struct {
 	s        *session
 	backends map[string]*backend
@@ -37,12 +37,23 @@ type aggregate struct {
 	mu         sync.Mutex
 	asks       map[string]chan []byte // the gateway's own requests, by id
 	serverReqs map[string]serverReq   // server-to-client requests, by the id the client sees
+	clientIDs  map[serverKey]string   // the same, by server and the server's id
+	tokens     map[string]*backend    // progress tokens of server-to-client requests
 	calls      map[string]*backend    // client requests in flight, for cancellation
+	caps       map[string]map[string]json.RawMessage
+	views      map[*kind]*view
+	gen        map[*kind]int // bumped by list_changed: a view built before is stale
+	building   map[*kind]*sync.Mutex
 }
 
 type serverReq struct {
 	b  *backend
 	id json.RawMessage
+}
+
+type serverKey struct {
+	b  *backend
+	id string
 }
 
 // startAggregate starts a session of each server in names.
@@ -56,7 +67,16 @@ func (s *session) startAggregate(names []string) error {
 		prefix:     "mcpguard-" + hex.EncodeToString(nonce[:]) + "-",
 		asks:       map[string]chan []byte{},
 		serverReqs: map[string]serverReq{},
+		clientIDs:  map[serverKey]string{},
+		tokens:     map[string]*backend{},
 		calls:      map[string]*backend{},
+		caps:       map[string]map[string]json.RawMessage{},
+		views:      map[*kind]*view{},
+		gen:        map[*kind]int{},
+		building:   map[*kind]*sync.Mutex{},
+	}
+	for _, k := range kinds {
+		a.building[k] = &sync.Mutex{}
 	}
 	stopAll := func() {
 		for _, b := range a.backends {
@@ -64,19 +84,14 @@ func (s *session) startAggregate(names []string) error {
 		}
 	}
 	for _, name := range names {
-		p, err := s.g.proxy(name, s.identity)
+		b, err := s.g.backend(name, s.identity)
 		if err != nil {
 			stopAll()
 			return fmt.Errorf("server %s: %w", name, err)
 		}
-		var b *backend
-		ready := make(chan struct{})
-		b = startBackend(name, p, func(line []byte) {
-			<-ready
-			a.fromServer(b, line)
-		})
-		close(ready)
 		a.backends[name] = b
+		s.addBackend(b)
+		b.attach(func(line []byte) { a.fromServer(b, line) })
 	}
 	s.handle = a.handle
 	s.stop = stopAll
@@ -90,13 +105,12 @@ func (s *session) startAggregate(names []string) error {
 	return nil
 }
 
+// live lists the session's servers that serve: not ended, and not stopped
+// (a server that failed initialize is stopped at once, and gone later).
 func (a *aggregate) live() []*backend {
 	var out []*backend
 	for _, n := range a.names {
-		b := a.backends[n]
-		select {
-		case <-b.done:
-		default:
+		if b := a.backends[n]; !b.ended() && !b.stopped.Load() {
 			out = append(out, b)
 		}
 	}
@@ -118,46 +132,24 @@ func (a *aggregate) reply(id json.RawMessage, result any, rpcErr *jsonrpc.Error)
 	a.s.out.respond(canonID(id), line)
 }
 
+func (a *aggregate) fail(id json.RawMessage, code int, format string, args ...any) {
+	a.reply(id, nil, &jsonrpc.Error{Code: code, Message: "mcpguard: " + fmt.Sprintf(format, args...)})
+}
+
 // handle takes one message from the client.
 func (a *aggregate) handle(h jsonrpc.Header, line []byte) error {
 	switch h.Kind {
 	case jsonrpc.KindRequest:
-		switch h.Method {
-		case "initialize":
-			go a.initialize(h.ID, line)
-		case "ping":
-			a.reply(h.ID, struct{}{}, nil)
-		case "tools/list":
-			go a.listTools(h.ID)
-		case "tools/call":
-			a.callTool(h.ID, line)
-		default:
-			a.reply(h.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
-				Message: "mcpguard: the aggregate endpoint serves tools only; " + h.Method + " is not available"})
-		}
+		a.request(h, line)
 	case jsonrpc.KindNotification:
-		if h.Method == "notifications/cancelled" {
-			var n struct {
-				Params struct {
-					RequestID json.RawMessage `json:"requestId"`
-				} `json:"params"`
-			}
-			json.Unmarshal(line, &n)
-			a.mu.Lock()
-			b := a.calls[canonID(n.Params.RequestID)]
-			a.mu.Unlock()
-			if b != nil {
-				b.send(line)
-			}
-			return nil
-		}
-		for _, b := range a.live() {
-			b.send(line)
-		}
+		a.notification(h, line)
 	case jsonrpc.KindResponse:
 		a.mu.Lock()
 		sr, ok := a.serverReqs[canonID(h.ID)]
 		delete(a.serverReqs, canonID(h.ID))
+		if ok {
+			delete(a.clientIDs, serverKey{sr.b, canonID(sr.id)})
+		}
 		a.mu.Unlock()
 		if !ok {
 			return nil
@@ -169,6 +161,81 @@ func (a *aggregate) handle(h jsonrpc.Header, line []byte) error {
 		return sr.b.send(out)
 	}
 	return nil
+}
+
+// request answers or routes one client request.
+func (a *aggregate) request(h jsonrpc.Header, line []byte) {
+	switch h.Method {
+	case "initialize":
+		go a.initialize(h.ID, line)
+	case "ping":
+		a.reply(h.ID, struct{}{}, nil)
+	case "tools/list":
+		a.list(h.ID, line, kindTools)
+	case "prompts/list":
+		a.list(h.ID, line, kindPrompts)
+	case "resources/list":
+		a.list(h.ID, line, kindResources)
+	case "resources/templates/list":
+		a.list(h.ID, line, kindTemplates)
+	case "tools/call":
+		a.byName(h.ID, line, kindTools, "name")
+	case "prompts/get":
+		a.byName(h.ID, line, kindPrompts, "name")
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		a.byURI(h.ID, line)
+	case "completion/complete":
+		a.complete(h.ID, line)
+	case "logging/setLevel":
+		go a.setLevel(h.ID, line)
+	default:
+		a.fail(h.ID, jsonrpc.CodeMethodNotFound, "method %s is not served on the aggregate endpoint", h.Method)
+	}
+}
+
+// notification passes a client notification to the servers it concerns.
+func (a *aggregate) notification(h jsonrpc.Header, line []byte) {
+	switch h.Method {
+	case "notifications/cancelled":
+		var n struct {
+			Params struct {
+				RequestID json.RawMessage `json:"requestId"`
+			} `json:"params"`
+		}
+		json.Unmarshal(line, &n)
+		a.mu.Lock()
+		b := a.calls[canonID(n.Params.RequestID)]
+		a.mu.Unlock()
+		if b != nil {
+			b.send(line)
+		}
+	case "notifications/progress":
+		// Progress on a server's request (sampling) goes to that server.
+		a.mu.Lock()
+		b := a.tokens[progressToken(line, true)]
+		a.mu.Unlock()
+		if b != nil {
+			b.send(line)
+		}
+	default:
+		for _, b := range a.live() {
+			b.send(line)
+		}
+	}
+}
+
+// send forwards a client request to b under the client's id.
+func (a *aggregate) send(b *backend, id json.RawMessage, line []byte) {
+	key := canonID(id)
+	a.mu.Lock()
+	a.calls[key] = b
+	a.mu.Unlock()
+	if err := b.send(line); err != nil {
+		a.mu.Lock()
+		delete(a.calls, key)
+		a.mu.Unlock()
+		a.fail(id, jsonrpc.CodeServerExited, "server %s: %v", b.name, err)
+	}
 }
 
 // fromServer routes one message from server b.
@@ -183,7 +250,9 @@ func (a *aggregate) fromServer(b *backend, line []byte) {
 		a.mu.Lock()
 		ch, mine := a.asks[id]
 		delete(a.asks, id)
-		delete(a.calls, id)
+		if a.calls[id] == b {
+			delete(a.calls, id)
+		}
 		a.mu.Unlock()
 		if mine {
 			ch <- line
@@ -193,25 +262,95 @@ func (a *aggregate) fromServer(b *backend, line []byte) {
 			a.s.g.logf("session %s: dropped a response from %s to id %s: its client left", a.s, b.name, h.ID)
 		}
 	case jsonrpc.KindRequest:
-		// Servers number their requests independently: the client sees
-		// ids the gateway made unique, and its answers are mapped back.
-		id := fmt.Sprintf("%ss%d", a.prefix, a.n.Add(1))
-		raw, _ := json.Marshal(id)
-		out, err := withID(line, raw)
-		if err != nil {
+		a.serverRequest(b, h, line)
+	case jsonrpc.KindNotification:
+		a.serverNotification(b, h, line)
+	}
+}
+
+// serverRequest passes a server's request to the client under an id the
+// gateway made unique: servers number their requests independently.
+func (a *aggregate) serverRequest(b *backend, h jsonrpc.Header, line []byte) {
+	id := fmt.Sprintf("%ss%d", a.prefix, a.n.Add(1))
+	raw, _ := json.Marshal(id)
+	out, err := withID(line, raw)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	a.serverReqs[canonID(raw)] = serverReq{b: b, id: h.ID}
+	a.clientIDs[serverKey{b, canonID(h.ID)}] = id
+	if tok := progressToken(line, false); tok != "" {
+		a.tokens[tok] = b
+	}
+	a.mu.Unlock()
+	a.s.out.send(out, "")
+}
+
+// serverNotification passes a server's notification to the client: a list
+// change drops the merged list (it is built again when next asked for), a
+// cancellation names the request by the id the client saw, a resource
+// update the URI the client knows.
+func (a *aggregate) serverNotification(b *backend, h jsonrpc.Header, line []byte) {
+	tok := ""
+	switch h.Method {
+	case "notifications/progress":
+		tok = progressToken(line, true)
+	case "notifications/tools/list_changed":
+		a.stale(kindTools)
+	case "notifications/prompts/list_changed":
+		a.stale(kindPrompts)
+	case "notifications/resources/list_changed":
+		a.stale(kindResources)
+		a.stale(kindTemplates)
+	case "notifications/cancelled":
+		var err error
+		if line, err = a.mapField(line, "requestId", func(raw json.RawMessage) (json.RawMessage, bool) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			id, ok := a.clientIDs[serverKey{b, canonID(raw)}]
+			out, _ := json.Marshal(id)
+			return out, ok
+		}); err != nil {
 			return
 		}
-		a.mu.Lock()
-		a.serverReqs[canonID(raw)] = serverReq{b: b, id: h.ID}
-		a.mu.Unlock()
-		a.s.out.send(out, "")
-	case jsonrpc.KindNotification:
-		tok := ""
-		if h.Method == "notifications/progress" {
-			tok = progressToken(line, true)
+	case "notifications/resources/updated":
+		var err error
+		if line, err = a.mapField(line, "uri", func(raw json.RawMessage) (json.RawMessage, bool) {
+			var uri string
+			if json.Unmarshal(raw, &uri) != nil {
+				return nil, false
+			}
+			a.mu.Lock()
+			v := a.views[kindResources]
+			a.mu.Unlock()
+			if v == nil {
+				return nil, false
+			}
+			shown, ok := v.back[target{server: b.name, name: uri}]
+			out, _ := json.Marshal(shown)
+			return out, ok && shown != uri
+		}); err != nil {
+			return
 		}
-		a.s.out.send(line, tok)
 	}
+	a.s.out.send(line, tok)
+}
+
+// mapField rewrites params.field of line with fn; unchanged when fn says
+// so, dropped (an error) when the value cannot be read.
+func (a *aggregate) mapField(line []byte, field string, fn func(json.RawMessage) (json.RawMessage, bool)) ([]byte, error) {
+	var m struct {
+		Params map[string]json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(line, &m); err != nil || m.Params[field] == nil {
+		return nil, errors.New("no " + field)
+	}
+	v, ok := fn(m.Params[field])
+	if !ok {
+		return line, nil
+	}
+	return withParam(line, field, v)
 }
 
 // withID returns line with its id replaced.
@@ -221,6 +360,30 @@ func withID(line []byte, id json.RawMessage) ([]byte, error) {
 		return nil, fmt.Errorf("rewrite id: %w", err)
 	}
 	m["id"] = id
+	return json.Marshal(m)
+}
+
+// withParam returns line with params.field set to v.
+func withParam(line []byte, field string, v json.RawMessage) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return nil, fmt.Errorf("rewrite %s: %w", field, err)
+	}
+	params, err := withRaw(m["params"], field, v)
+	if err != nil {
+		return nil, err
+	}
+	m["params"] = params
+	return json.Marshal(m)
+}
+
+// withRaw returns the object raw with field set to v.
+func withRaw(raw json.RawMessage, field string, v json.RawMessage) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("rewrite %s: %w", field, err)
+	}
+	m[field] = v
 	return json.Marshal(m)
 }
 
@@ -264,156 +427,5 @@ func (a *aggregate) ask(b *backend, method string, params json.RawMessage) (json
 		return nil, fmt.Errorf("%s %s: %w", b.name, method, errBackendGone)
 	case <-t.C:
 		return nil, fmt.Errorf("%s %s: %w after %v", b.name, method, errNoAnswer, askTimeout)
-	}
-}
-
-// initialize initializes every server with the client's parameters and
-// answers as one server that has tools.
-func (a *aggregate) initialize(id json.RawMessage, line []byte) {
-	var req struct {
-		Params json.RawMessage `json:"params"`
-	}
-	json.Unmarshal(line, &req)
-	type answer struct {
-		version string
-		err     error
-	}
-	answers := make([]answer, len(a.names))
-	var wg sync.WaitGroup
-	for i, name := range a.names {
-		wg.Go(func() {
-			res, err := a.ask(a.backends[name], "initialize", req.Params)
-			if err != nil {
-				answers[i].err = err
-				return
-			}
-			var r struct {
-				ProtocolVersion string `json:"protocolVersion"`
-			}
-			json.Unmarshal(res, &r)
-			answers[i].version = r.ProtocolVersion
-		})
-	}
-	wg.Wait()
-	version := ""
-	var errs []string
-	for i, ans := range answers {
-		if ans.err != nil {
-			// That server stays out of the session; the others serve.
-			a.s.g.logf("session %s: %v", a.s, ans.err)
-			errs = append(errs, ans.err.Error())
-			a.backends[a.names[i]].close()
-			continue
-		}
-		if version == "" {
-			version = ans.version
-		}
-	}
-	if version == "" {
-		a.reply(id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpguard: no server initialized: " + strings.Join(errs, "; ")})
-		return
-	}
-	a.reply(id, map[string]any{
-		"protocolVersion": version,
-		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}},
-		"serverInfo":      map[string]any{"name": "mcpguard-gateway", "version": "1"},
-		"instructions":    "Tools of several guarded servers, named <server>" + toolSep + "<tool>.",
-	}, nil)
-}
-
-// listTools answers tools/list with every server's tools, renamed.
-func (a *aggregate) listTools(id json.RawMessage) {
-	live := a.live()
-	lists := make([][]json.RawMessage, len(live))
-	var wg sync.WaitGroup
-	for i, b := range live {
-		wg.Go(func() {
-			tools, err := a.serverTools(b)
-			if err != nil {
-				a.s.g.logf("session %s: %v", a.s, err)
-			}
-			lists[i] = tools
-		})
-	}
-	wg.Wait()
-	all := []json.RawMessage{}
-	for _, l := range lists {
-		all = append(all, l...)
-	}
-	a.reply(id, map[string]any{"tools": all}, nil)
-}
-
-// serverTools reads every page of b's tools/list and renames the tools.
-func (a *aggregate) serverTools(b *backend) ([]json.RawMessage, error) {
-	var out []json.RawMessage
-	cursor := ""
-	for range maxPages {
-		params := json.RawMessage("{}")
-		if cursor != "" {
-			params, _ = json.Marshal(map[string]string{"cursor": cursor})
-		}
-		res, err := a.ask(b, "tools/list", params)
-		if err != nil {
-			return out, err
-		}
-		var page struct {
-			Tools      []map[string]json.RawMessage `json:"tools"`
-			NextCursor string                       `json:"nextCursor"`
-		}
-		if err := json.Unmarshal(res, &page); err != nil {
-			return out, fmt.Errorf("%s tools/list: %w", b.name, err)
-		}
-		for _, t := range page.Tools {
-			var name string
-			if json.Unmarshal(t["name"], &name) != nil || name == "" {
-				continue
-			}
-			t["name"], _ = json.Marshal(b.name + toolSep + name)
-			raw, err := json.Marshal(t)
-			if err != nil {
-				continue
-			}
-			out = append(out, raw)
-		}
-		if page.NextCursor == "" {
-			return out, nil
-		}
-		cursor = page.NextCursor
-	}
-	return out, fmt.Errorf("%s tools/list: over %d pages", b.name, maxPages)
-}
-
-// callTool sends a tools/call to the server its name's prefix names, with
-// the client's id and the server's own tool name.
-func (a *aggregate) callTool(id json.RawMessage, line []byte) {
-	var req struct {
-		Params map[string]json.RawMessage `json:"params"`
-	}
-	var name string
-	if json.Unmarshal(line, &req) != nil || json.Unmarshal(req.Params["name"], &name) != nil {
-		a.reply(id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcpguard: tools/call needs params.name"})
-		return
-	}
-	server, tool, ok := strings.Cut(name, toolSep)
-	b := a.backends[server]
-	if !ok || b == nil || !slices.Contains(a.names, server) {
-		a.reply(id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("mcpguard: unknown tool %q", name)})
-		return
-	}
-	req.Params["name"], _ = json.Marshal(tool)
-	params, _ := json.Marshal(req.Params)
-	out, err := (&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Method: "tools/call", Params: params}).Marshal()
-	if err != nil {
-		a.reply(id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpguard: " + err.Error()})
-		return
-	}
-	a.mu.Lock()
-	a.calls[canonID(id)] = b
-	a.mu.Unlock()
-	if err := b.send(out); err != nil {
-		a.mu.Lock()
-		delete(a.calls, canonID(id))
-		a.mu.Unlock()
-		a.reply(id, nil, &jsonrpc.Error{Code: jsonrpc.CodeServerExited, Message: fmt.Sprintf("mcpguard: server %s: %v", server, err)})
 	}
 }

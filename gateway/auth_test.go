@@ -81,10 +81,12 @@ func TestRefusedRequestsReachNoServer(t *testing.T) {
 	aggSid := rawSession(t, agg, bearer("alice-secret"))
 	resp = post(t, agg, aggSid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, bearer("alice-secret"))
 	list := body(t, resp)
-	assert.Contains(t, list, "alpha__echo")
-	assert.NotContains(t, list, "beta__")
+	assert.Contains(t, list, `"name":"echo"`, "alpha's alone: no collision, no prefix")
+	assert.NotContains(t, list, "__")
 	resp = post(t, agg, aggSid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"beta__echo","arguments":{"text":"x"}}}`, bearer("alice-secret"))
 	assert.Contains(t, body(t, resp), `"error"`, "beta is not alice's")
+	resp = post(t, agg, aggSid, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, bearer("alice-secret"))
+	assert.Contains(t, body(t, resp), `alpha:x`)
 	assert.EqualValues(t, 2, g.Started())
 
 	// Every request is in the audit log with who made it.

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -20,6 +21,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 // ErrConfig marks a gateway.json that cannot be used.
@@ -64,8 +67,32 @@ type Token struct {
 type Limits struct {
 	// MaxSessions over all endpoints (0: DefaultMaxSessions).
 	MaxSessions int `json:"max_sessions,omitempty"`
+	// MaxSessionsPerIdentity bounds one caller's sessions (0: max_sessions
+	// without authentication, a quarter of it with).
+	MaxSessionsPerIdentity int `json:"max_sessions_per_identity,omitempty"`
+	// MaxRequestsPerSession bounds the HTTP requests (POSTs in flight and
+	// streams) open on one session at once (0: DefaultMaxRequestsPerSession).
+	MaxRequestsPerSession int `json:"max_requests_per_session,omitempty"`
+	// MaxConnections bounds the open connections; one past it is closed
+	// at once (0: DefaultMaxConnections). With authentication, one
+	// caller's open requests are bounded to a quarter of it.
+	MaxConnections int `json:"max_connections,omitempty"`
+	// MaxMemory is the budget for the memory the sessions' server
+	// processes use (their cgroup's, else the proportional set size of their
+	// process trees), in bytes or as "8GiB" (0: half the machine's memory).
+	// A new session that would pass it gets 503.
+	MaxMemory ByteSize `json:"max_memory,omitzero"`
 	// MaxMessage is the largest request body in bytes (0: DefaultMaxMessage).
 	MaxMessage int64 `json:"max_message,omitempty"`
+	// HeaderTimeout is the time a client has to send a request's headers
+	// (0: DefaultHeaderTimeout).
+	HeaderTimeout Duration `json:"header_timeout,omitzero"`
+	// BodyTimeout is the time a client has to send a request's body once
+	// its headers are in (0: DefaultBodyTimeout).
+	BodyTimeout Duration `json:"body_timeout,omitzero"`
+	// ConnIdleTimeout closes a kept-alive connection with no request for
+	// this long (0: DefaultConnIdleTimeout). Open SSE streams are not idle.
+	ConnIdleTimeout Duration `json:"conn_idle_timeout,omitzero"`
 	// IdleTimeout ends a session that saw no request and held no stream
 	// for this long (0: DefaultIdleTimeout).
 	IdleTimeout Duration `json:"idle_timeout,omitzero"`
@@ -73,9 +100,14 @@ type Limits struct {
 
 // Defaults for Limits.
 const (
-	DefaultMaxSessions = 256
-	DefaultMaxMessage  = 4 << 20
-	DefaultIdleTimeout = 30 * time.Minute
+	DefaultMaxSessions           = 256
+	DefaultMaxRequestsPerSession = 64
+	DefaultMaxConnections        = 1024
+	DefaultMaxMessage            = 4 << 20
+	DefaultHeaderTimeout         = 10 * time.Second
+	DefaultBodyTimeout           = 30 * time.Second
+	DefaultConnIdleTimeout       = 60 * time.Second
+	DefaultIdleTimeout           = 10 * time.Minute
 )
 
 // ServerConfig is one guarded server: the same choices as `mcpguard run`.
@@ -97,6 +129,10 @@ type ServerConfig struct {
 	URL string `json:"url,omitempty"`
 	// Headers are sent to a remote server (e.g. its own Authorization).
 	Headers map[string]string `json:"headers,omitempty"`
+	// Warm is how many sessions of the server to keep started before a
+	// client asks for one, so that a new session does not wait for its
+	// server to start (0: none).
+	Warm int `json:"warm,omitempty"`
 }
 
 // Duration is a time.Duration written as "30s" in JSON.
@@ -123,6 +159,32 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON writes the duration as "30s".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// ByteSize is a number of bytes, written as a number or as "512MiB",
+// "8GiB", "100MB" in JSON.
+type ByteSize int64
+
+// UnmarshalJSON reads a number of bytes or a string with a unit.
+func (b *ByteSize) UnmarshalJSON(data []byte) error {
+	var n int64
+	if err := json.Unmarshal(data, &n); err == nil {
+		*b = ByteSize(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("size: want bytes or \"8GiB\", got %s", data)
+	}
+	v, err := humanize.ParseBytes(s)
+	if err != nil || v > math.MaxInt64 {
+		return fmt.Errorf("size %q: want bytes or a number with KiB, MiB, GiB, KB, MB or GB", s)
+	}
+	*b = ByteSize(v)
+	return nil
+}
+
+// MarshalJSON writes the size in bytes.
+func (b ByteSize) MarshalJSON() ([]byte, error) { return json.Marshal(int64(b)) }
 
 var serverName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 
@@ -182,6 +244,9 @@ func (c *Config) check() error {
 		if s == nil {
 			return fmt.Errorf("server %s: empty", name)
 		}
+		if s.Warm < 0 {
+			return fmt.Errorf("server %s: warm must not be negative", name)
+		}
 		if s.Config == "" {
 			return fmt.Errorf("server %s: no config (C0, C-app, ...)", name)
 		}
@@ -226,7 +291,9 @@ func (c *Config) check() error {
 			return fmt.Errorf("allowed origin %q: want scheme://host[:port]", o)
 		}
 	}
-	if c.Limits.MaxSessions < 0 || c.Limits.MaxMessage < 0 || c.Limits.IdleTimeout < 0 {
+	l := c.Limits
+	if l.MaxSessions < 0 || l.MaxSessionsPerIdentity < 0 || l.MaxRequestsPerSession < 0 || l.MaxConnections < 0 ||
+		l.MaxMemory < 0 || l.MaxMessage < 0 || l.HeaderTimeout < 0 || l.BodyTimeout < 0 || l.ConnIdleTimeout < 0 || l.IdleTimeout < 0 {
 		return errors.New("limits must not be negative")
 	}
 	return nil
@@ -253,25 +320,49 @@ func (c *Config) names() []string {
 	return ns
 }
 
-func (l Limits) maxSessions() int {
-	if l.MaxSessions == 0 {
-		return DefaultMaxSessions
+func (l Limits) maxSessions() int { return orDefault(l.MaxSessions, DefaultMaxSessions) }
+
+// maxPerIdentity is one caller's share of the sessions: all of them when
+// there is only one caller (no authentication), a quarter with.
+func (l Limits) maxPerIdentity(authenticated bool) int {
+	if l.MaxSessionsPerIdentity > 0 {
+		return l.MaxSessionsPerIdentity
 	}
-	return l.MaxSessions
+	if !authenticated {
+		return l.maxSessions()
+	}
+	return max(1, l.maxSessions()/4)
 }
 
-func (l Limits) maxMessage() int64 {
-	if l.MaxMessage == 0 {
-		return DefaultMaxMessage
-	}
-	return l.MaxMessage
+func (l Limits) maxRequestsPerSession() int {
+	return orDefault(l.MaxRequestsPerSession, DefaultMaxRequestsPerSession)
+}
+
+func (l Limits) maxConnections() int { return orDefault(l.MaxConnections, DefaultMaxConnections) }
+
+func (l Limits) maxMessage() int64 { return orDefault(l.MaxMessage, DefaultMaxMessage) }
+
+func (l Limits) headerTimeout() time.Duration {
+	return orDefault(time.Duration(l.HeaderTimeout), DefaultHeaderTimeout)
+}
+
+func (l Limits) bodyTimeout() time.Duration {
+	return orDefault(time.Duration(l.BodyTimeout), DefaultBodyTimeout)
+}
+
+func (l Limits) connIdleTimeout() time.Duration {
+	return orDefault(time.Duration(l.ConnIdleTimeout), DefaultConnIdleTimeout)
 }
 
 func (l Limits) idleTimeout() time.Duration {
-	if l.IdleTimeout == 0 {
-		return DefaultIdleTimeout
+	return orDefault(time.Duration(l.IdleTimeout), DefaultIdleTimeout)
+}
+
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
 	}
-	return time.Duration(l.IdleTimeout)
+	return v
 }
 
 // HashToken is the SHA-256 (hex) to put in a Token for a secret.

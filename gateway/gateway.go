@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/configs"
+	"github.com/mcpguard/mcpguard/guard/runtime"
 )
 
 // Errors for the CLI to branch on.
@@ -83,12 +85,26 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	callers  map[string]*callerState
+	servers  []*http.Server // started by Serve
 	closing  bool
 	wg       sync.WaitGroup // live sessions
+
+	mem  *memory
+	warm *warmPool
+	// resolved keeps what L3's runtime resolver learned across sessions
+	// of the same servers (runtime.Cache).
+	resolved *runtime.Cache
+
+	conns        atomic.Int64 // open connections (Listener)
+	refusedConns atomic.Int64 // closed at once, past max_connections
 
 	// started counts server sessions started, for tests that check that a
 	// refused request reached no server.
 	started atomic.Int64
+	// testSession, when a test sets it (export_test.go) before serving,
+	// sees every session made.
+	testSession func(*session)
 
 	stopReaper chan struct{}
 	reaperDone chan struct{}
@@ -123,7 +139,9 @@ func New(cfg *Config, opt Options) (*Gateway, error) {
 		origins:     map[string]bool{},
 		hosts:       map[string]bool{},
 		sessions:    map[string]*session{},
+		callers:     map[string]*callerState{},
 		stopReaper:  make(chan struct{}),
+		resolved:    runtime.NewCache(),
 		reaperDone:  make(chan struct{}),
 	}
 	opened := map[string]*audit.Logger{}
@@ -186,6 +204,13 @@ func New(cfg *Config, opt Options) (*Gateway, error) {
 	for _, h := range cfg.AllowedHosts {
 		g.hosts[strings.ToLower(h)] = true
 	}
+	budget := int64(cfg.Limits.MaxMemory)
+	if budget == 0 {
+		budget = defaultMemoryBudget()
+	}
+	g.mem = &memory{budget: budget, report: g.memoryReport}
+	g.warm = newWarmPool(g)
+	g.warm.start()
 	go g.reaper()
 	return g, nil
 }
@@ -222,6 +247,7 @@ func (g *Gateway) build(name string, logger *audit.Logger) (*configs.Setup, erro
 		Audit:        logger,
 		L3:           sc.L3,
 		Vars:         vars,
+		RuntimeCache: g.resolved,
 	})
 	if err != nil {
 		return nil, err
@@ -233,10 +259,26 @@ func (g *Gateway) build(name string, logger *audit.Logger) (*configs.Setup, erro
 	return setup, nil
 }
 
-// proxy builds the proxy for one session of server name, for identity.
-func (g *Gateway) proxy(name, identity string) (*guard.Proxy, error) {
+// backend starts a session of server name for identity, or takes a warm
+// one.
+func (g *Gateway) backend(name, who string) (*backend, error) {
+	if b := g.warm.take(name, who); b != nil {
+		return b, nil
+	}
+	ident := &identity{}
+	ident.set(who)
+	p, err := g.proxy(name, ident)
+	if err != nil {
+		return nil, err
+	}
+	return startBackend(name, p, ident), nil
+}
+
+// proxy builds the proxy for one session of server name; the layers' audit
+// events name ident.
+func (g *Gateway) proxy(name string, ident *identity) (*guard.Proxy, error) {
 	if g.opt.NewProxy != nil {
-		p, err := g.opt.NewProxy(name, identity)
+		p, err := g.opt.NewProxy(name, ident.get())
 		if err != nil {
 			return nil, err
 		}
@@ -252,7 +294,7 @@ func (g *Gateway) proxy(name, identity string) (*guard.Proxy, error) {
 	sc := g.cfg.Servers[name]
 	var logger *audit.Logger
 	if l := g.serverAudit[name]; l != nil {
-		logger = audit.New(identityWriter{l: l, identity: identity})
+		logger = audit.New(identityWriter{l: l, identity: ident})
 	}
 	setup, err := g.build(name, logger)
 	if err != nil {
@@ -289,7 +331,7 @@ func (g *Gateway) proxy(name, identity string) (*guard.Proxy, error) {
 // identityWriter stamps the session's identity on the layers' events.
 type identityWriter struct {
 	l        *audit.Logger
-	identity string
+	identity *identity
 }
 
 func (w identityWriter) Write(p []byte) (int, error) {
@@ -298,7 +340,7 @@ func (w identityWriter) Write(p []byte) (int, error) {
 		return 0, fmt.Errorf("audit event: %w", err)
 	}
 	if e.Identity == "" {
-		e.Identity = w.identity
+		e.Identity = w.identity.get()
 	}
 	return len(p), w.l.Log(e)
 }
@@ -361,25 +403,23 @@ func (g *Gateway) authenticate(ctx context.Context, secret string) (*principal, 
 	return &principal{name: found.Name, servers: found.Servers}, nil
 }
 
-// errTooMany and errClosing refuse a new session.
-var (
-	errTooMany = errors.New("too many sessions")
-	errClosing = errors.New("gateway is shutting down")
-)
-
-// addSession registers s under a fresh id.
-func (g *Gateway) addSession(s *session) error {
+// addSession registers s under a fresh id, within the bounds on sessions
+// (see admitSession); names are the servers it will start.
+func (g *Gateway) addSession(s *session, names []string) error {
 	var b [16]byte
 	rand.Read(b[:])
 	s.id = hex.EncodeToString(b[:])
+	// Memory first, without g.mu: measuring lists the sessions.
+	if err := g.mem.admit(names); err != nil {
+		return err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	switch {
-	case g.closing:
-		return errClosing
-	case len(g.sessions) >= g.cfg.Limits.maxSessions():
-		return errTooMany
+	if err := g.admitSession(s.identity); err != nil {
+		return err
 	}
+	s.caller = g.caller(s.identity)
+	s.caller.sessions++
 	g.sessions[s.id] = s
 	g.wg.Add(1)
 	return nil
@@ -396,6 +436,7 @@ func (g *Gateway) removeSession(s *session) {
 	defer g.mu.Unlock()
 	if g.sessions[s.id] == s {
 		delete(g.sessions, s.id)
+		s.caller.sessions--
 	}
 }
 
@@ -440,12 +481,13 @@ func (g *Gateway) Close(ctx context.Context) error {
 	if !already {
 		close(g.stopReaper)
 		<-g.reaperDone
+		g.warm.close()
 	}
 	for _, s := range all {
 		s.end("gateway shutting down")
 	}
 	done := make(chan struct{})
-	go func() { g.wg.Wait(); close(done) }()
+	go func() { g.wg.Wait(); g.warm.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -33,8 +34,15 @@ func testServerConfig(t testing.TB, mode string) *gateway.ServerConfig {
 	return &gateway.ServerConfig{Config: "C0", Command: []string{exe}, Env: []string{serverEnv + "=" + mode}}
 }
 
-// startGateway serves cfg on a loopback test server.
-func startGateway(t testing.TB, cfg *gateway.Config) (*gateway.Gateway, *httptest.Server) {
+// startGateway serves cfg on a loopback port.
+func startGateway(t testing.TB, cfg *gateway.Config) (*gateway.Gateway, *served) {
+	t.Helper()
+	g := newGateway(t, cfg)
+	return g, serveGateway(t, g)
+}
+
+// newGateway is the gateway startGateway serves, not serving yet.
+func newGateway(t testing.TB, cfg *gateway.Config) *gateway.Gateway {
 	t.Helper()
 	b, err := json.Marshal(cfg)
 	require.NoError(t, err)
@@ -42,20 +50,32 @@ func startGateway(t testing.TB, cfg *gateway.Config) (*gateway.Gateway, *httptes
 	require.NoError(t, err)
 	g, err := gateway.New(cfg, gateway.Options{Stderr: io.Discard, Grace: 500 * time.Millisecond})
 	require.NoError(t, err)
-	return g, serveGateway(t, g)
+	return g
 }
 
-// serveGateway serves g on a loopback test server; both close at cleanup.
-func serveGateway(t testing.TB, g *gateway.Gateway) *httptest.Server {
+// served is a gateway serving on a loopback port.
+type served struct {
+	URL  string // http://127.0.0.1:port
+	Addr string // 127.0.0.1:port
+}
+
+// serveGateway serves g as `mcpguard gateway` does (g.Serve: its timeouts
+// and connection cap) on a loopback port until cleanup.
+func serveGateway(t testing.TB, g *gateway.Gateway) *served {
 	t.Helper()
-	srv := httptest.NewServer(g.Handler())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ln) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Servers get EOF, then SIGTERM, then SIGKILL, a grace period
+		// apart; a loaded machine needs more than that to reap them.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		assert.NoError(t, g.Close(ctx))
-		srv.Close()
+		assert.NoError(t, g.Shutdown(ctx))
+		<-done
 	})
-	return srv
+	return &served{URL: "http://" + ln.Addr().String(), Addr: ln.Addr().String()}
 }
 
 func twoServers(t testing.TB) *gateway.Config {
@@ -224,8 +244,8 @@ func parseSSE(r io.Reader) []string {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			out = append(out, d)
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && d != "" {
+			out = append(out, d) // not the priming event's empty data
 		}
 	}
 	return out
@@ -420,6 +440,31 @@ func TestCloseEndsSessionsAndServers(t *testing.T) {
 	resp := post(t, srv.URL+"/servers/alpha/mcp", "", initBody, nil)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "no new sessions while shutting down")
 	resp.Body.Close()
+}
+
+// A server's warm sessions run before any client asks for one (and under
+// the race detector, their filler starts after New: it reads the gateway's
+// sessions); a new session takes one (its server is the one already
+// running), the pool fills again, and Close ends the warm session not taken
+// with the others.
+func TestWarmPool(t *testing.T) {
+	sc := testServerConfig(t, "alpha")
+	sc.Warm = 1
+	g := newGateway(t, &gateway.Config{Servers: map[string]*gateway.ServerConfig{"alpha": sc}})
+	srv := httptest.NewServer(g.Handler())
+	defer srv.Close()
+	var warm []int
+	require.Eventually(t, func() bool { warm = descendants(); return len(warm) > 0 && g.Started() == 1 },
+		20*time.Second, 20*time.Millisecond, "a warm server before any client")
+	c := connect(t, srv.URL+"/servers/alpha/mcp", nil)
+	pid, err := strconv.Atoi(callText(t, c, "pid", nil))
+	require.NoError(t, err)
+	assert.Contains(t, warm, pid, "the session's server is the warm one")
+	require.Eventually(t, func() bool { return g.Started() == 2 }, 20*time.Second, 20*time.Millisecond, "the pool filled again")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, g.Close(ctx))
+	assert.Empty(t, descendants(), "Close ended the session's server and the warm one")
 }
 
 func TestProgressGoesToItsRequest(t *testing.T) {

@@ -1,12 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -57,50 +53,38 @@ type request struct {
 	identity string
 	who      *principal
 	event    audit.Event // the audit record, filled as the request goes
+	bodyRead bool        // the whole body was read
+	ctl      *http.ResponseController
 }
+
+// rc is the response's controller (deadlines, flushes).
+func (q *request) rc() *http.ResponseController {
+	if q.ctl == nil {
+		q.ctl = http.NewResponseController(q.w)
+	}
+	return q.ctl
+}
+
+// anonymous is the caller when gateway.json lists no tokens.
+var anonymous = &principal{name: "anonymous", servers: []string{"*"}}
 
 // serve checks who is asking and from where before anything reaches a
 // server: a foreign Origin and a server the token does not grant get 403,
 // a missing or unknown token 401.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, server string) {
-	q := &request{w: w, r: r, server: server}
+	q := &request{w: w, r: r, server: server, bodyRead: r.Body == nil || r.Body == http.NoBody}
 	q.event = audit.Event{Server: server, Rule: "http", Reason: r.Method}
 	defer func() { g.event(q.event) }()
-
-	if o := r.Header.Get("Origin"); !g.originAllowed(o) {
-		q.deny(http.StatusForbidden, "origin", fmt.Sprintf("origin %q is not allowed", o))
+	if !g.checkOrigin(q) {
 		return
 	}
-	if !g.hostAllowed(r.Host) {
-		q.deny(http.StatusForbidden, "origin", fmt.Sprintf("host %q is not allowed", r.Host))
+	if r.Method == http.MethodOptions {
+		g.preflight(q)
 		return
 	}
-	who := &principal{name: "anonymous", servers: []string{"*"}}
-	if g.cfg.Authenticated() {
-		secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		var err error
-		who = nil
-		if ok {
-			who, err = g.authenticate(r.Context(), strings.TrimSpace(secret))
-		}
-		if who == nil {
-			reason := "no valid bearer token"
-			if err != nil {
-				reason = err.Error()
-			}
-			w.Header().Set("WWW-Authenticate", g.challenge())
-			q.deny(http.StatusUnauthorized, "auth", reason)
-			return
-		}
-		q.event.Identity = who.name
-		if server != "" && !who.grants(server) {
-			q.deny(http.StatusForbidden, "grant", fmt.Sprintf("%s may not reach server %s", who.name, server))
-			return
-		}
-		if server == "" && len(g.granted(who)) == 0 {
-			q.deny(http.StatusForbidden, "grant", fmt.Sprintf("%s may reach no server", who.name))
-			return
-		}
+	who, ok := g.checkAuth(q)
+	if !ok {
+		return
 	}
 	q.identity, q.who = who.name, who
 	q.event.Identity = q.identity
@@ -116,9 +100,101 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, server string) {
 	case http.MethodDelete:
 		g.delete(q)
 	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
+		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
 		q.deny(http.StatusMethodNotAllowed, "method", "method "+r.Method+" not allowed")
 	}
+}
+
+// checkOrigin refuses what a page of another site could send (one Origin,
+// allowed; a Host of this machine on loopback) and gives an origin listed
+// in allowed_origins the CORS headers that let it read the answer.
+func (g *Gateway) checkOrigin(q *request) bool {
+	r := q.r
+	origins := r.Header.Values("Origin")
+	if len(origins) > 1 {
+		q.deny(http.StatusForbidden, "origin", "more than one Origin header")
+		return false
+	}
+	o := r.Header.Get("Origin")
+	if !g.originAllowed(o) {
+		q.deny(http.StatusForbidden, "origin", fmt.Sprintf("origin %q is not allowed", o))
+		return false
+	}
+	if !g.hostAllowed(r.Host) {
+		q.deny(http.StatusForbidden, "origin", fmt.Sprintf("host %q is not allowed", r.Host))
+		return false
+	}
+	if o != "" && g.origins[canonOrigin(o)] {
+		h := q.w.Header()
+		h.Set("Access-Control-Allow-Origin", o)
+		h.Set("Access-Control-Expose-Headers", HeaderSession+", "+HeaderProtocol+", WWW-Authenticate")
+		h.Add("Vary", "Origin")
+	}
+	return true
+}
+
+// corsHeaders are the request headers a browser may send with CORS.
+const corsHeaders = "Authorization, Content-Type, Accept, Last-Event-ID, " + HeaderSession + ", " + HeaderProtocol
+
+// preflight answers a CORS preflight: yes for an origin in
+// allowed_origins, no for any other (a page the gateway does not know
+// gets nothing it could not send without CORS).
+func (g *Gateway) preflight(q *request) {
+	o := q.r.Header.Get("Origin")
+	if o == "" {
+		q.w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
+		q.allow("")
+		q.w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if !g.origins[canonOrigin(o)] {
+		q.deny(http.StatusForbidden, "origin", fmt.Sprintf("origin %q is not in allowed_origins", o))
+		return
+	}
+	h := q.w.Header()
+	h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+	h.Set("Access-Control-Allow-Headers", corsHeaders)
+	h.Set("Access-Control-Max-Age", "600")
+	q.allow("preflight")
+	q.w.WriteHeader(http.StatusNoContent)
+}
+
+// checkAuth finds the caller: with tokens or OAuth configured, the bearer
+// token of the one Authorization header (scheme in any case, RFC 6750),
+// and its grant of the server asked for.
+func (g *Gateway) checkAuth(q *request) (*principal, bool) {
+	if !g.cfg.Authenticated() {
+		return anonymous, true
+	}
+	r := q.r
+	var who *principal
+	reason := "no valid bearer token"
+	if vals := r.Header.Values("Authorization"); len(vals) == 1 {
+		scheme, secret, _ := strings.Cut(strings.TrimSpace(vals[0]), " ")
+		if strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(secret) != "" {
+			var err error
+			if who, err = g.authenticate(r.Context(), strings.TrimSpace(secret)); err != nil {
+				reason = err.Error()
+			}
+		}
+	} else if len(vals) > 1 {
+		reason = "more than one Authorization header"
+	}
+	if who == nil {
+		q.w.Header().Set("WWW-Authenticate", g.challenge())
+		q.deny(http.StatusUnauthorized, "auth", reason)
+		return nil, false
+	}
+	q.event.Identity = who.name
+	if q.server != "" && !who.grants(q.server) {
+		q.deny(http.StatusForbidden, "grant", fmt.Sprintf("%s may not reach server %s", who.name, q.server))
+		return nil, false
+	}
+	if q.server == "" && len(g.granted(who)) == 0 {
+		q.deny(http.StatusForbidden, "grant", fmt.Sprintf("%s may reach no server", who.name))
+		return nil, false
+	}
+	return who, true
 }
 
 // granted lists the servers who may reach.
@@ -132,11 +208,16 @@ func (g *Gateway) granted(who *principal) []string {
 	return out
 }
 
-// deny answers with an HTTP error and records why.
+// deny answers with an HTTP error and records why. A refused caller's
+// connection is closed, and so is one whose body was not read: it cannot
+// be kept to send more.
 func (q *request) deny(status int, rule, reason string) {
 	q.event.Decision = audit.Deny
 	q.event.Rule = rule
 	q.event.Reason = fmt.Sprintf("%s: %d %s", q.event.Reason, status, reason)
+	if !q.bodyRead || status == http.StatusUnauthorized || status == http.StatusForbidden {
+		q.closeConn()
+	}
 	http.Error(q.w, reason, status)
 }
 
@@ -144,10 +225,23 @@ func (q *request) deny(status int, rule, reason string) {
 func (q *request) rpcError(status int, id json.RawMessage, code int, msg string) {
 	q.event.Decision = audit.Deny
 	q.event.Reason = fmt.Sprintf("%s: %d %s", q.event.Reason, status, msg)
+	if !q.bodyRead {
+		q.closeConn()
+	}
 	b, _ := jsonrpc.NewError(id, code, msg, nil).Marshal()
 	q.w.Header().Set("Content-Type", "application/json")
 	q.w.WriteHeader(status)
 	q.w.Write(b)
+}
+
+// closeConn closes the connection after this response, without reading
+// what is left of the body first (net/http would wait for up to 256 KiB
+// of it, at whatever pace the client sends).
+func (q *request) closeConn() {
+	q.w.Header().Set("Connection", "close")
+	if !q.bodyRead {
+		q.rc().SetReadDeadline(time.Now())
+	}
 }
 
 func (q *request) allow(detail string) {
@@ -160,15 +254,42 @@ func (q *request) allow(detail string) {
 // accepts reports whether the Accept header admits media type t.
 func accepts(r *http.Request, t string) bool {
 	for _, v := range r.Header.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil {
-				continue
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			mt = strings.TrimSpace(mt)
+			if strings.EqualFold(mt, t) || mt == "*/*" {
+				return true
 			}
-			if mt == t || mt == "*/*" || (strings.HasSuffix(mt, "/*") && strings.HasPrefix(t, strings.TrimSuffix(mt, "*"))) {
+			if major, ok := strings.CutSuffix(mt, "/*"); ok && len(t) > len(major) && strings.EqualFold(t[:len(major)+1], major+"/") {
 				return true
 			}
 		}
+	}
+	return false
+}
+
+// checkProtocol refuses a request whose MCP-Protocol-Version the gateway
+// does not speak, or that is newer than the version its session agreed on:
+// the client claims what the session did not negotiate (the
+// specification's 400 for an invalid version). An older version is served,
+// as the reference server serves it (the conformance suite sends
+// 2025-03-26, what a request without the header means, on sessions that
+// agreed on a newer one); none means the session's.
+func checkProtocol(q *request, s *session) bool {
+	vals := q.r.Header.Values(HeaderProtocol)
+	if len(vals) == 0 {
+		return true
+	}
+	v := vals[0]
+	switch {
+	case len(vals) > 1:
+		q.deny(http.StatusBadRequest, "protocol", "more than one MCP-Protocol-Version header")
+	case !supportedProtocol(v):
+		q.deny(http.StatusBadRequest, "protocol", fmt.Sprintf("unsupported MCP-Protocol-Version %q", v))
+	case s.version() != "" && v > s.version():
+		q.deny(http.StatusBadRequest, "protocol", fmt.Sprintf("MCP-Protocol-Version %q is newer than the session's %q", v, s.version()))
+	default:
+		return true
 	}
 	return false
 }
@@ -177,6 +298,11 @@ func accepts(r *http.Request, t string) bool {
 // unknown or ended one (the client then starts a new session), 403 when it
 // belongs to another identity.
 func (g *Gateway) session(q *request) *session {
+	ids := q.r.Header.Values(HeaderSession)
+	if len(ids) > 1 {
+		q.deny(http.StatusBadRequest, "session", "more than one Mcp-Session-Id header")
+		return nil
+	}
 	id := q.r.Header.Get(HeaderSession)
 	if id == "" {
 		q.deny(http.StatusBadRequest, "session", "Mcp-Session-Id header is required")
@@ -191,273 +317,8 @@ func (g *Gateway) session(q *request) *session {
 		q.deny(http.StatusForbidden, "session", "session belongs to another identity")
 		return nil
 	}
-	if v := q.r.Header.Get(HeaderProtocol); v != "" && !supportedProtocol(v) {
-		q.deny(http.StatusBadRequest, "protocol", fmt.Sprintf("unsupported MCP-Protocol-Version %q", v))
+	if !checkProtocol(q, s) {
 		return nil
 	}
 	return s
-}
-
-func (g *Gateway) post(q *request) {
-	r, w := q.r, q.w
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		q.deny(http.StatusUnsupportedMediaType, "request", "Content-Type must be application/json")
-		return
-	}
-	sse := accepts(r, "text/event-stream")
-	if !sse && !accepts(r, "application/json") {
-		q.deny(http.StatusNotAcceptable, "request", "Accept must admit application/json or text/event-stream")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.Limits.maxMessage()))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			q.rpcError(http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeTooLarge,
-				fmt.Sprintf("mcpguard: message over %d bytes", tooBig.Limit))
-			return
-		}
-		q.deny(http.StatusBadRequest, "request", "read body: "+err.Error())
-		return
-	}
-	body = bytes.TrimSpace(body)
-	if len(body) > 0 && body[0] == '[' {
-		q.rpcError(http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "mcpguard: JSON-RPC batches are not supported")
-		return
-	}
-	h, err := jsonrpc.Peek(body)
-	if err != nil {
-		q.rpcError(http.StatusBadRequest, h.ID, jsonrpc.ErrorCode(err), "mcpguard: invalid message: "+err.Error())
-		return
-	}
-	// One message per line on the server's stdio: a pretty-printed body is
-	// compacted, which changes whitespace only.
-	if bytes.ContainsAny(body, "\r\n") {
-		var c bytes.Buffer
-		if err := json.Compact(&c, body); err != nil {
-			q.rpcError(http.StatusBadRequest, h.ID, jsonrpc.CodeParseError, "mcpguard: invalid message: "+err.Error())
-			return
-		}
-		body = c.Bytes()
-	}
-	q.event.Reason += " " + h.Method
-	if h.Method == "tools/call" {
-		q.event.Tool = toolName(body)
-	}
-	if h.Kind == jsonrpc.KindRequest && h.Method == "initialize" && r.Header.Get(HeaderSession) == "" {
-		g.initialize(q, h, body, sse)
-		return
-	}
-	s := g.session(q)
-	if s == nil {
-		return
-	}
-	s.busy.Add(1)
-	defer s.busy.Add(-1)
-	defer s.touch()
-	s.touch()
-	if h.Kind != jsonrpc.KindRequest {
-		if err := s.handle(h, body); err != nil {
-			q.deny(http.StatusNotFound, "session", "session ended: "+err.Error())
-			return
-		}
-		q.allow("")
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	st := newStream(canonID(h.ID), sse)
-	st.progress = progressToken(body, false)
-	if !s.out.open(st) {
-		if s.ended() {
-			q.deny(http.StatusNotFound, "session", "session not found")
-			return
-		}
-		q.rpcError(http.StatusBadRequest, h.ID, jsonrpc.CodeInvalidRequest, "mcpguard: a request with this id is already in flight")
-		return
-	}
-	defer s.out.drop(st)
-	q.allow("")
-	if err := s.handle(h, body); err != nil {
-		b, _ := jsonrpc.NewError(h.ID, jsonrpc.CodeServerExited, "mcpguard: "+err.Error(), nil).Marshal()
-		s.out.respond(st.reqID, b)
-	}
-	g.relay(q, s, st, "")
-}
-
-// relay writes what arrives on st until its response went out, the client
-// left or the session ended. sessionID, when set, goes in the header.
-func (g *Gateway) relay(q *request, s *session, st *stream, sessionID string) {
-	w := q.w
-	rc := http.NewResponseController(w)
-	if sessionID != "" {
-		w.Header().Set(HeaderSession, sessionID)
-	}
-	if st.sse {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		w.WriteHeader(http.StatusOK)
-		rc.Flush()
-	}
-	var tick <-chan time.Time
-	if st.sse {
-		t := time.NewTicker(keepAlive)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		msgs, final := s.out.takeFinal(st)
-		for _, m := range msgs {
-			if !st.sse {
-				w.Header().Set("Content-Type", "application/json")
-				w.Write(m)
-				return
-			}
-			if _, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", m); err != nil {
-				return
-			}
-		}
-		if len(msgs) > 0 {
-			rc.Flush()
-		}
-		if final {
-			return
-		}
-		select {
-		case <-st.wake:
-		case <-tick:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
-				return
-			}
-			rc.Flush()
-		case <-q.r.Context().Done():
-			return
-		case <-s.done:
-			if st.reqID == "" { // the GET stream: nothing more will come
-				msgs, _ := s.out.takeFinal(st)
-				for _, m := range msgs {
-					fmt.Fprintf(w, "event: message\ndata: %s\n\n", m)
-				}
-				return
-			}
-		}
-	}
-}
-
-// initialize starts a session: its server (or servers) start, the client's
-// initialize goes through, and the session's id goes back with a result. A
-// failed initialize ends the session at once.
-func (g *Gateway) initialize(q *request, h jsonrpc.Header, body []byte, sse bool) {
-	s := g.newSession(q.server, q.identity)
-	if err := g.addSession(s); err != nil {
-		q.rpcError(http.StatusServiceUnavailable, h.ID, jsonrpc.CodeInternalError, "mcpguard: "+err.Error())
-		return
-	}
-	var err error
-	if q.server == "" {
-		err = s.startAggregate(g.granted(q.who))
-	} else {
-		err = s.startDirect()
-	}
-	if err != nil {
-		s.end(err.Error())
-		g.wg.Done()
-		q.rpcError(http.StatusInternalServerError, h.ID, jsonrpc.CodeInternalError, "mcpguard: start server: "+err.Error())
-		return
-	}
-	s.busy.Add(1)
-	defer s.busy.Add(-1)
-	defer s.touch()
-	// Wait for the answer before writing anything: the session id goes in
-	// a header, and only with a result.
-	st := newStream(canonID(h.ID), false)
-	s.out.open(st)
-	defer s.out.drop(st)
-	if err := s.handle(h, body); err != nil {
-		b, _ := jsonrpc.NewError(h.ID, jsonrpc.CodeServerExited, "mcpguard: "+err.Error(), nil).Marshal()
-		s.out.respond(st.reqID, b)
-	}
-	var resp []byte
-	for resp == nil {
-		msgs, final := s.out.takeFinal(st)
-		if final && len(msgs) > 0 {
-			resp = msgs[len(msgs)-1]
-			break
-		}
-		select {
-		case <-st.wake:
-		case <-q.r.Context().Done():
-			s.end("client left during initialize")
-			return
-		}
-	}
-	var m struct {
-		Result *struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		} `json:"result"`
-	}
-	if json.Unmarshal(resp, &m) != nil || m.Result == nil {
-		s.end("initialize failed")
-		q.event.Decision = audit.Deny
-		q.event.Reason += " initialize failed"
-		q.w.Header().Set("Content-Type", "application/json")
-		q.w.Write(resp)
-		return
-	}
-	s.protocol.Store(m.Result.ProtocolVersion)
-	q.allow("new session " + s.String())
-	q.w.Header().Set(HeaderSession, s.id)
-	if !sse {
-		q.w.Header().Set("Content-Type", "application/json")
-		q.w.Write(resp)
-		return
-	}
-	q.w.Header().Set("Content-Type", "text/event-stream")
-	q.w.Header().Set("Cache-Control", "no-cache")
-	q.w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(q.w, "event: message\ndata: %s\n\n", resp)
-}
-
-// get opens the session's stream for server-initiated messages.
-func (g *Gateway) get(q *request) {
-	if !accepts(q.r, "text/event-stream") {
-		q.deny(http.StatusNotAcceptable, "request", "Accept must admit text/event-stream")
-		return
-	}
-	s := g.session(q)
-	if s == nil {
-		return
-	}
-	st := newStream("", true)
-	if !s.out.openGet(st) {
-		q.deny(http.StatusConflict, "session", "the session already has a GET stream")
-		return
-	}
-	s.busy.Add(1)
-	defer s.busy.Add(-1)
-	defer s.touch()
-	defer s.out.drop(st)
-	q.allow("stream")
-	g.relay(q, s, st, "")
-}
-
-// delete ends the session.
-func (g *Gateway) delete(q *request) {
-	s := g.session(q)
-	if s == nil {
-		return
-	}
-	q.allow("session " + s.String())
-	s.end("session ended by the client")
-	q.w.WriteHeader(http.StatusOK)
-}
-
-// toolName is params.name of a tools/call.
-func toolName(body []byte) string {
-	var m struct {
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	json.Unmarshal(body, &m)
-	return m.Params.Name
 }

@@ -3,32 +3,84 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"math"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/mcpguard/mcpguard/guard/jsonrpc"
 )
 
-// maxQueued bounds the messages waiting for one stream (or for a GET
-// stream that is not open); past it the oldest are dropped and logged.
-const maxQueued = 4096
+// Bounds on what one session's streams hold.
+const (
+	// maxQueued bounds the events waiting for one stream's client; past it
+	// the oldest are dropped and logged.
+	maxQueued = 4096
+	// historyBytes and historyEvents bound the events a session keeps, after
+	// they were written, so that a client that lost its connection can have
+	// them again (Last-Event-ID).
+	historyBytes  = 4 << 20
+	historyEvents = 1024
+)
 
-// stream is one HTTP response that carries messages to the client: the SSE
-// or JSON answer to a POSTed request, or the GET stream.
-type stream struct {
-	reqID    string // canonical id of the request it answers ("" for GET)
-	sse      bool   // may carry messages other than the response
-	progress string // the request's progress token, if any
+// Errors of a resumption (GET with Last-Event-ID).
+var (
+	errConflict     = errors.New("the session already has a GET stream")
+	errUnknownEvent = errors.New("no stream of this session has that event id")
+)
 
-	// Guarded by the outbox's mutex.
-	queue  [][]byte
-	closed bool
-
-	wake chan struct{} // capacity 1: something was queued
+// event is one message on a stream; its SSE id is "<stream>-<seq>".
+type event struct {
+	seq  int64
+	data []byte
 }
 
-func newStream(reqID string, sse bool) *stream {
-	return &stream{reqID: reqID, sse: sse, wake: make(chan struct{}, 1)}
+// stream is one sequence of messages for the client: the answer to a
+// POSTed request, or the session's GET stream (number 0). Its events are
+// numbered from 1 (0 is the priming event); a connection writes them, and
+// when the connection breaks another may take the stream over from the
+// last event it saw.
+type stream struct {
+	no       int64
+	reqID    string // canonical id of the request it answers ("" for GET)
+	progress string // the request's progress token, if any
+	sse      bool   // the client accepts SSE: messages other than the response may come on it
+
+	// Guarded by the outbox's mutex.
+	events    []event // the kept ones: written (for replay), then waiting
+	next      int64   // seq of the next event
+	delivered int64   // highest seq handed to a connection
+	final     bool    // nothing follows the last event
+	resumable bool    // the client was given an event id of this stream
+	gone      bool    // forgotten by the outbox
+	w         *waiter // the connection writing it, nil when none
+	first     waiter  // the first one's, in the same allocation
+}
+
+// waiter is one HTTP response writing a stream.
+type waiter struct {
+	wake   chan struct{} // capacity 1: something was queued, or taken over
+	cursor int64         // the last seq written; guarded by the outbox's mutex
+	lost   bool          // another connection took the stream over
+}
+
+func newWaiter(cursor int64) *waiter {
+	return &waiter{wake: make(chan struct{}, 1), cursor: cursor}
+}
+
+func (w *waiter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ref is a written event kept in a session's history.
+type ref struct {
+	st  *stream
+	seq int64
+	n   int
 }
 
 // outbox routes messages bound for the client to the stream that should
@@ -37,62 +89,130 @@ func newStream(reqID string, sse bool) *stream {
 // response that ends it.
 type outbox struct {
 	mu      sync.Mutex
-	pending map[string]*stream // by canonical request id
-	posts   []*stream          // open SSE streams of requests in flight
-	get     *stream
-	orphans [][]byte // for a GET stream not open yet
+	nextNo  int64
+	streams map[int64]*stream  // by number: live or replayable
+	pending map[string]*stream // by canonical request id: awaiting their response
+	posts   []*stream          // request streams in flight that may carry other messages
+	get     *stream            // stream 0
+	history []ref              // written events kept for replay, oldest first
+	histLen int                // their bytes
 	ended   bool
 	dropped int
 	logf    func(format string, args ...any)
 }
 
 func newOutbox(logf func(string, ...any)) *outbox {
-	return &outbox{pending: map[string]*stream{}, logf: logf}
+	get := &stream{no: 0, sse: true, next: 1}
+	return &outbox{
+		nextNo:  1,
+		streams: map[int64]*stream{0: get},
+		pending: map[string]*stream{},
+		get:     get,
+		logf:    logf,
+	}
 }
 
-// open registers a stream for a request; false when a request with the same
-// id is already in flight (ids must be unique within a session) or the
-// session ended.
-func (o *outbox) open(s *stream) bool {
+// open registers a stream for a request and attaches a waiter to it; false
+// when a request with the same id is already in flight (ids must be unique
+// within a session) or the session ended.
+func (o *outbox) open(reqID, progress string, sse bool) (*stream, *waiter, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.ended || o.pending[s.reqID] != nil {
-		return false
+	if o.ended || o.pending[reqID] != nil {
+		return nil, nil, false
 	}
-	o.pending[s.reqID] = s
-	if s.sse {
-		o.posts = append(o.posts, s)
+	st := &stream{no: o.nextNo, reqID: reqID, progress: progress, sse: sse, next: 1}
+	o.nextNo++
+	st.first.wake = make(chan struct{}, 1)
+	st.w = &st.first
+	o.streams[st.no] = st
+	o.pending[reqID] = st
+	if sse {
+		o.posts = append(o.posts, st)
 	}
-	return true
+	return st, st.w, true
 }
 
-// openGet registers the GET stream and hands it what waited for it; false
-// when one is already open.
-func (o *outbox) openGet(s *stream) bool {
+// openGet attaches a waiter to the GET stream: after the last event written
+// to any connection, or, resuming, after seq (taking the stream over from
+// the connection that has it). Without resume, a second GET is refused.
+func (o *outbox) openGet(resume bool, seq int64) (*waiter, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.ended || (o.get != nil && !o.get.closed) {
-		return false
+	if o.ended {
+		return nil, errBackendGone
 	}
-	o.get = s
-	for _, m := range o.orphans {
-		o.push(s, m)
+	st := o.get
+	if !resume {
+		if st.w != nil {
+			return nil, errConflict
+		}
+		seq = st.delivered
 	}
-	o.orphans = nil
-	return true
+	return o.attach(st, seq), nil
 }
 
-// drop unregisters s: its handler is returning.
-func (o *outbox) drop(s *stream) {
+// resume attaches a waiter to stream no after event seq: the client lost
+// the connection that carried it (a request's stream, or the GET stream).
+func (o *outbox) resume(no, seq int64) (*stream, *waiter, error) {
+	if no == 0 {
+		w, err := o.openGet(true, seq)
+		return o.get, w, err
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s.closed = true
-	if s.reqID != "" && o.pending[s.reqID] == s {
-		delete(o.pending, s.reqID)
+	st := o.streams[no]
+	if st == nil || !st.resumable || seq >= st.next {
+		return nil, nil, errUnknownEvent
 	}
-	o.removePost(s)
-	if o.get == s {
-		o.get = nil
+	return st, o.attach(st, seq), nil
+}
+
+// attach gives st a new waiter after seq, taking it from the old one.
+func (o *outbox) attach(st *stream, seq int64) *waiter {
+	if st.w != nil {
+		st.w.lost = true
+		st.w.signal()
+	}
+	if len(st.events) > 0 && st.events[0].seq > seq+1 {
+		o.logf("stream %d resumed after event %d, kept from %d: events lost", st.no, seq, st.events[0].seq)
+	}
+	st.w = newWaiter(seq)
+	return st.w
+}
+
+// detach ends w's hold on st: its connection is done. A stream the client
+// cannot resume is forgotten: the response to its request, if it comes, is
+// dropped.
+func (o *outbox) detach(st *stream, w *waiter) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if st.w != w {
+		return
+	}
+	st.w = nil
+	if st.no == 0 || st.resumable {
+		o.tidy(st)
+		return
+	}
+	if !st.final && o.pending[st.reqID] == st {
+		delete(o.pending, st.reqID)
+	}
+	o.removePost(st)
+	o.forget(st)
+}
+
+// forget drops st and what it kept.
+func (o *outbox) forget(st *stream) {
+	st.gone = true
+	st.events = nil
+	delete(o.streams, st.no)
+}
+
+// tidy forgets a finished stream nobody holds once nothing of it is kept.
+func (o *outbox) tidy(st *stream) {
+	if st.no != 0 && st.final && st.w == nil && len(st.events) == 0 {
+		o.forget(st)
 	}
 }
 
@@ -110,21 +230,22 @@ func (o *outbox) removePost(s *stream) {
 func (o *outbox) respond(id string, line []byte) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s := o.pending[id]
-	if s == nil {
+	st := o.pending[id]
+	if st == nil {
 		return false
 	}
 	delete(o.pending, id)
-	o.removePost(s) // nothing may follow the response on its stream
-	o.push(s, line)
+	o.removePost(st) // nothing may follow the response on its stream
+	o.push(st, line)
+	st.final = true
 	return true
 }
 
 // send delivers a server-initiated request or notification: progress to the
 // stream of the request it reports on, anything else to the newest request
 // stream in flight (what a server sends mid-request belongs to it, as a
-// sampling request during a tool call), else to the GET stream, else it
-// waits for one.
+// sampling request during a tool call), else to the GET stream, where it
+// waits for a connection if there is none.
 func (o *outbox) send(line []byte, progress string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -132,9 +253,9 @@ func (o *outbox) send(line []byte, progress string) {
 		return
 	}
 	if progress != "" {
-		for _, s := range o.posts {
-			if s.progress == progress {
-				o.push(s, line)
+		for _, st := range o.posts {
+			if st.progress == progress {
+				o.push(st, line)
 				return
 			}
 		}
@@ -143,46 +264,99 @@ func (o *outbox) send(line []byte, progress string) {
 		o.push(o.posts[n-1], line)
 		return
 	}
-	if o.get != nil && !o.get.closed {
-		o.push(o.get, line)
-		return
-	}
-	if len(o.orphans) >= maxQueued {
-		o.orphans = o.orphans[1:]
-		o.dropped++
-		o.logf("no GET stream: dropped a server message (%d so far)", o.dropped)
-	}
-	o.orphans = append(o.orphans, line)
+	o.push(o.get, line)
 }
 
-// push queues line on s; called under mu.
-func (o *outbox) push(s *stream, line []byte) {
-	if s.closed {
+// push queues line on st; called under mu.
+func (o *outbox) push(st *stream, line []byte) {
+	if st.final || st.gone {
 		return
 	}
-	if len(s.queue) >= maxQueued {
-		s.queue = s.queue[1:]
+	if waiting := st.next - 1 - st.delivered; waiting >= maxQueued {
+		i := len(st.events) - int(waiting)
+		st.events = append(st.events[:i:i], st.events[i+1:]...)
+		st.delivered++ // the dropped one counts as seen: the cursor moves past it
 		o.dropped++
 		o.logf("slow client: dropped a message (%d so far)", o.dropped)
 	}
-	s.queue = append(s.queue, line)
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	st.events = append(st.events, event{seq: st.next, data: line})
+	st.next++
+	if st.w != nil {
+		st.w.signal()
 	}
 }
 
-// takeFinal returns what is queued on s, and whether that is all s will
-// carry: its response is among it, or (the GET stream) the session ended.
-func (o *outbox) takeFinal(s *stream) ([][]byte, bool) {
+// take appends to buf the events of st after w's cursor and moves the cursor
+// past them. final: nothing more will come for w (the stream ended and w
+// has all of it, or another connection took the stream over: lost).
+func (o *outbox) take(st *stream, w *waiter, buf []event) (evs []event, final, lost bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	q := s.queue
-	s.queue = nil
-	if s.reqID == "" {
-		return q, o.ended
+	if w.lost || st.w != w {
+		return buf, true, true
 	}
-	return q, o.pending[s.reqID] != s
+	for i, e := range st.events {
+		if e.seq > w.cursor {
+			buf = append(buf, st.events[i:]...)
+			break
+		}
+	}
+	if n := len(buf); n > 0 {
+		w.cursor = buf[n-1].seq
+	}
+	if w.cursor > st.delivered {
+		o.delivered(st, w.cursor)
+	}
+	end := st.final || (st.no == 0 && o.ended)
+	return buf, end && w.cursor >= st.next-1, false
+}
+
+// delivered records that st's events up to seq were written: a stream the
+// client can resume keeps them in the history for replay, any other drops
+// them.
+func (o *outbox) delivered(st *stream, seq int64) {
+	k := 0
+	for k < len(st.events) && st.events[k].seq <= seq {
+		if st.resumable {
+			e := st.events[k]
+			if e.seq > st.delivered {
+				o.history = append(o.history, ref{st: st, seq: e.seq, n: len(e.data)})
+				o.histLen += len(e.data)
+			}
+		}
+		k++
+	}
+	st.delivered = seq
+	if !st.resumable {
+		st.events = st.events[k:]
+	}
+	o.trimHistory()
+}
+
+// trimHistory drops the oldest written events past the session's bounds.
+func (o *outbox) trimHistory() {
+	drop := 0
+	for drop < len(o.history) && (o.histLen > historyBytes || len(o.history)-drop > historyEvents) {
+		r := o.history[drop]
+		drop++
+		o.histLen -= r.n
+		if r.st.gone || len(r.st.events) == 0 || r.st.events[0].seq != r.seq {
+			continue
+		}
+		r.st.events = r.st.events[1:]
+		o.tidy(r.st)
+	}
+	if drop > 0 {
+		o.history = append(o.history[:0:0], o.history[drop:]...)
+	}
+}
+
+// markResumable records that the client got an event id of st: from now on
+// what it wrote is kept for replay.
+func (o *outbox) markResumable(st *stream) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st.resumable = true
 }
 
 // end marks the session over and answers every request still waiting with
@@ -194,17 +368,15 @@ func (o *outbox) end(code int, msg string) {
 		return
 	}
 	o.ended = true
-	for id, s := range o.pending {
+	for id, st := range o.pending {
 		b, _ := jsonrpc.NewError(rawID(id), code, msg, nil).Marshal()
-		o.push(s, b)
+		o.push(st, b)
+		st.final = true
 		delete(o.pending, id)
 	}
 	o.posts = nil
-	if o.get != nil {
-		select {
-		case o.get.wake <- struct{}{}:
-		default:
-		}
+	if o.get.w != nil {
+		o.get.w.signal()
 	}
 }
 
@@ -215,24 +387,72 @@ func (o *outbox) inFlight() int {
 	return len(o.pending)
 }
 
-// canonID is a request id's key: JSON-RPC ids match by value, so 1 and 1.0
-// are one id and "1" is another.
+// eventID is the SSE id of event seq of stream no.
+func eventID(buf []byte, no, seq int64) []byte {
+	buf = strconv.AppendInt(buf, no, 10)
+	buf = append(buf, '-')
+	return strconv.AppendInt(buf, seq, 10)
+}
+
+// parseEventID reads an id eventID wrote.
+func parseEventID(id string) (no, seq int64, ok bool) {
+	a, b, found := bytes.Cut([]byte(id), []byte{'-'})
+	if !found {
+		return 0, 0, false
+	}
+	no, err1 := strconv.ParseInt(string(a), 10, 64)
+	seq, err2 := strconv.ParseInt(string(b), 10, 64)
+	if err1 != nil || err2 != nil || no < 0 || seq < 0 {
+		return 0, 0, false
+	}
+	return no, seq, true
+}
+
+// canonID is a request id's key: JSON-RPC ids match by value, so 1, 1.0
+// and 1e0 are one id and "1" is another.
 func canonID(raw json.RawMessage) string {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return ""
 	}
 	if raw[0] == '"' {
+		if n := len(raw); n >= 2 && raw[n-1] == '"' && bytes.IndexByte(raw[1:n-1], '\\') < 0 && utf8.Valid(raw) {
+			return "s" + string(raw[1:n-1]) // no escapes: the bytes are the value
+		}
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
 			return "s" + s
 		}
 		return "r" + string(raw)
 	}
+	if isPlainInt(raw) {
+		return "n" + string(raw)
+	}
 	if f, err := strconv.ParseFloat(string(raw), 64); err == nil {
+		if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+			return "n" + strconv.FormatInt(int64(f), 10)
+		}
 		return "n" + strconv.FormatFloat(f, 'g', -1, 64)
 	}
 	return "r" + string(raw)
+}
+
+// isPlainInt reports whether raw is an integer written as FormatInt writes
+// it (no '+', no leading zero, no "-0"), short enough to be exact.
+func isPlainInt(raw []byte) bool {
+	d := raw
+	if d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 15 || (d[0] == '0' && len(raw) > 1) {
+		return false
+	}
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // rawID turns a canonical id back into JSON, for errors the gateway writes.
@@ -247,24 +467,4 @@ func rawID(id string) json.RawMessage {
 	default:
 		return json.RawMessage(id[1:])
 	}
-}
-
-// progressToken is params._meta.progressToken of a request, or params.
-// progressToken of a notifications/progress, as a canonical key.
-func progressToken(line []byte, notification bool) string {
-	var m struct {
-		Params struct {
-			Token json.RawMessage `json:"progressToken"`
-			Meta  struct {
-				Token json.RawMessage `json:"progressToken"`
-			} `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(line, &m) != nil {
-		return ""
-	}
-	if notification {
-		return canonID(m.Params.Token)
-	}
-	return canonID(m.Params.Meta.Token)
 }

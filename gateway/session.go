@@ -15,6 +15,7 @@ type session struct {
 	id       string
 	server   string // "" on the aggregate endpoint
 	identity string
+	caller   *callerState // guarded by Gateway.mu until added
 	g        *Gateway
 	out      *outbox
 
@@ -27,9 +28,12 @@ type session struct {
 	done    chan struct{} // closed by end
 	endOnce sync.Once
 
-	protocol atomic.Value // string: the version initialize agreed on
-	last     atomic.Int64 // unix nanoseconds of the last request
-	busy     atomic.Int32 // HTTP requests being served
+	mu       sync.Mutex
+	backends []*backend // for the memory the session's servers use
+
+	protocol atomic.Pointer[string] // the version initialize agreed on
+	last     atomic.Int64           // unix nanoseconds of the last request
+	busy     atomic.Int32           // HTTP requests being served
 }
 
 func (g *Gateway) newSession(server, identity string) *session {
@@ -38,10 +42,21 @@ func (g *Gateway) newSession(server, identity string) *session {
 		g.logf("session %.8s: "+format, append([]any{s.id}, args...)...)
 	})
 	s.touch()
+	if g.testSession != nil {
+		g.testSession(s)
+	}
 	return s
 }
 
 func (s *session) touch() { s.last.Store(time.Now().UnixNano()) }
+
+// version is the protocol version initialize agreed on ("" before).
+func (s *session) version() string {
+	if p := s.protocol.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // idleSince is how long the session has been idle at now; a session with a
 // request or stream open is never idle.
@@ -74,13 +89,34 @@ func (s *session) ended() bool {
 	}
 }
 
+// addBackend records b as one of the session's servers.
+func (s *session) addBackend(b *backend) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.backends = append(s.backends, b)
+}
+
+// pids lists the session's server processes that run.
+func (s *session) pids() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for _, b := range s.backends {
+		if pid := b.pid.Load(); pid > 0 && !b.ended() {
+			out = append(out, int(pid))
+		}
+	}
+	return out
+}
+
 // startDirect connects s to a new session of its server.
 func (s *session) startDirect() error {
-	p, err := s.g.proxy(s.server, s.identity)
+	b, err := s.g.backend(s.server, s.identity)
 	if err != nil {
 		return err
 	}
-	b := startBackend(s.server, p, func(line []byte) { s.fromServer(line) })
+	s.addBackend(b)
+	b.attach(s.fromServer)
 	s.handle = func(h jsonrpc.Header, line []byte) error { return b.send(line) }
 	s.stop = b.close
 	go func() {

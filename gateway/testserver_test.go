@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpguard/mcpguard/gateway"
 	"github.com/mcpguard/mcpguard/internal/mcptest"
@@ -41,6 +43,17 @@ func testServer(mode string) int {
 	if mode == "raw" {
 		return rawServer()
 	}
+	if spec, ok := strings.CutPrefix(mode, "list:"); ok {
+		name, tools, _ := strings.Cut(spec, ":")
+		return listServer(name, strings.Split(tools, "|"), false)
+	}
+	if mode == "badinit" {
+		return badInitServer()
+	}
+	if spec, ok := strings.CutPrefix(mode, "flakylist:"); ok {
+		name, tools, _ := strings.Cut(spec, ":")
+		return listServer(name, strings.Split(tools, "|"), true)
+	}
 	return mcptest.Serve(mcptest.Config{
 		Name:       mode,
 		Tools:      []string{mcptest.Echo, mcptest.Notify, mcptest.Ask, mcptest.Sleep, mcptest.ReadFile, mcptest.PID, mcptest.Crash},
@@ -48,11 +61,9 @@ func testServer(mode string) int {
 	})
 }
 
-// rawServer answers line by line on one goroutine, so the order in which
-// it writes messages is fixed: for tools/call of any tool but echo it writes
-// a log notification, a progress notification for the request's token, then
-// the response; echo answers "done <text>" alone.
-func rawServer() int {
+// requests calls handle with each request read from stdin, one at a time
+// on one goroutine, and flushes what it wrote after each.
+func requests(handle func(line []byte, id json.RawMessage, method string, out *bufio.Writer)) int {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
 	out := bufio.NewWriter(os.Stdout)
@@ -60,6 +71,23 @@ func rawServer() int {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
+		}
+		if json.Unmarshal(in.Bytes(), &m) != nil || m.ID == nil || m.Method == "" {
+			continue
+		}
+		handle(in.Bytes(), m.ID, m.Method, out)
+		out.Flush()
+	}
+	return 0
+}
+
+// rawServer answers line by line on one goroutine, so the order in which
+// it writes messages is fixed: for tools/call of any tool but echo it writes
+// a log notification, a progress notification for the request's token, then
+// the response; echo answers "done <text>" alone.
+func rawServer() int {
+	return requests(func(line []byte, id json.RawMessage, method string, out *bufio.Writer) {
+		var m struct {
 			Params struct {
 				Meta struct {
 					Token json.RawMessage `json:"progressToken"`
@@ -70,28 +98,66 @@ func rawServer() int {
 				} `json:"arguments"`
 			} `json:"params"`
 		}
-		if json.Unmarshal(in.Bytes(), &m) != nil || m.ID == nil || m.Method == "" {
-			continue
-		}
-		switch m.Method {
+		json.Unmarshal(line, &m)
+		switch method {
 		case "initialize":
-			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}}`+"\n", m.ID)
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}}`+"\n", id)
 		case "tools/call":
-			if m.Params.Name == "echo" {
-				text, _ := json.Marshal("done " + m.Params.Arguments.Text)
-				fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":%s}]}}`+"\n", m.ID, text)
-				break
-			}
-			fmt.Fprintln(out, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working"}}`)
-			if m.Params.Meta.Token != nil {
-				fmt.Fprintf(out, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}`+"\n", m.Params.Meta.Token)
-			}
 			text, _ := json.Marshal("done " + m.Params.Arguments.Text)
-			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":%s}]}}`+"\n", m.ID, text)
+			if m.Params.Name != "echo" {
+				fmt.Fprintln(out, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working"}}`)
+				if m.Params.Meta.Token != nil {
+					fmt.Fprintf(out, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}`+"\n", m.Params.Meta.Token)
+				}
+			}
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":%s}]}}`+"\n", id, text)
 		default:
-			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{}}`+"\n", m.ID)
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{}}`+"\n", id)
 		}
-		out.Flush()
-	}
+	})
+}
+
+// listServer lists the tools named and answers a call of one with
+// "<server>/<tool>", so that a test can see which server's tool ran; with
+// failFirst its first tools/list gets an error.
+func listServer(server string, tools []string, failFirst bool) int {
+	return requests(func(line []byte, id json.RawMessage, method string, out *bufio.Writer) {
+		if method == "tools/list" && failFirst {
+			failFirst = false
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"not ready"}}`+"\n", id)
+			return
+		}
+		var m struct {
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		json.Unmarshal(line, &m)
+		var result any = struct{}{}
+		switch method {
+		case "initialize":
+			result = map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": server, "version": "1"}}
+		case "tools/list":
+			var list []map[string]any
+			for _, t := range tools {
+				list = append(list, map[string]any{"name": t, "inputSchema": map[string]any{"type": "object"}})
+			}
+			result = map[string]any{"tools": list}
+		case "tools/call":
+			result = map[string]any{"content": []map[string]any{{"type": "text", "text": server + "/" + m.Params.Name}}}
+		}
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+		out.Write(append(b, '\n'))
+	})
+}
+
+// badInitServer refuses initialize, and stays after its stdin closes, as a
+// server slow to exit does, until it is stopped.
+func badInitServer() int {
+	requests(func(line []byte, id json.RawMessage, method string, out *bufio.Writer) {
+		fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"cannot start"}}`+"\n", id)
+	})
+	time.Sleep(time.Minute)
 	return 0
 }

@@ -6,12 +6,12 @@ package guard
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
 
 	"github.com/mcpguard/mcpguard/guard/jsonrpc"
+	"github.com/mcpguard/mcpguard/internal/feature"
 )
 
 // Request is a client-to-server JSON-RPC request as the defence layers see it.
@@ -147,6 +147,50 @@ type ServerMessage struct {
 // requests are relayed unchanged.
 type ServerHook func(ctx context.Context, m *ServerMessage) *ServerMessage
 
+// ClientMessage is a message from the client other than a request: a
+// notification, or the client's answer to a request the server sent
+// (sampling, elicitation, roots, ping, ...).
+type ClientMessage struct {
+	Kind jsonrpc.Kind // KindNotification or KindResponse
+	// Method is the notification's method or, for an answer, the method
+	// of the server's request it answers.
+	Method string
+	ID     json.RawMessage // answers only: the server's request id
+	// Params (notifications), Result and Error (answers) alias the
+	// proxy's buffer: valid during the call. A judge that rewrites the
+	// message assigns new values.
+	Params json.RawMessage
+	Result json.RawMessage
+	Error  *jsonrpc.Error
+}
+
+// ClientJudge is implemented by a Stage that also judges what the client
+// sends besides requests. The core calls Client on the client's read
+// loop, for every Stage that implements it, in order, each on what the
+// one before returned, before the server sees the message; it must not
+// block. It returns m itself to relay the message as the core read it; m
+// with Params, Result or Error changed to relay that, re-serialised; or
+// nil to refuse it. A refused notification is dropped; a refused answer
+// is replaced by an error answer to the server (CodeDenied), so that the
+// server does not wait for it. A ClientJudge that panics refuses the
+// message. Only sessions with layers judge: an answer that matches no
+// request the server sent is dropped there.
+type ClientJudge interface {
+	Client(ctx context.Context, m *ClientMessage) *ClientMessage
+}
+
+// Logf writes one line to the stderr of the session ctx belongs to (the
+// proxy passes its context to the layers), prefixed "mcpguard: ": what an
+// operator must see at once, such as a tool removed from a listing. Outside
+// a proxy it writes nothing.
+func Logf(ctx context.Context, format string, args ...any) {
+	if s, ok := ctx.Value(sessionKey{}).(*session); ok {
+		s.logf(format, args...)
+	}
+}
+
+type sessionKey struct{}
+
 // Denial describes why a layer refused a call; it travels to the client as
 // the JSON-RPC error's data.
 type Denial struct {
@@ -170,8 +214,9 @@ func Deny(layer, rule, reason string) *Response {
 
 // ErrKernelRefused is what an L3 backend wraps when the kernel lacks or
 // refuses what it needs (EPERM loading a BPF LSM program, no Landlock). The
-// guard fails closed on it; tests skip on it with the kernel's reason.
-var ErrKernelRefused = errors.New("kernel refused the feature")
+// guard fails closed on it; tests skip on it with the kernel's reason. It
+// is internal/feature's, so that the floor below the guard knows it too.
+var ErrKernelRefused = feature.ErrKernelRefused
 
 // Sandbox is an OS-level enforcement backend (layer L3). The core calls
 // Prepare before the server starts, so that the server is under policy from
@@ -212,32 +257,11 @@ func IsDenied(err error) (string, bool) {
 // each tool's raw JSON, keeping the rest of the result (nextCursor, ...). It
 // returns nil when the result is not a tools list it can read, or when keep
 // accepted every tool: the caller then passes the server's answer on as it
-// came.
+// came. The result is read in place (jsonrpc.Members, Elements): what it
+// costs is a copy of the result, whatever its shape.
 func FilterTools(result json.RawMessage, keep func(tool json.RawMessage) bool) json.RawMessage {
-	var res map[string]json.RawMessage
-	if json.Unmarshal(result, &res) != nil {
-		return nil
-	}
-	var tools []json.RawMessage
-	if json.Unmarshal(res["tools"], &tools) != nil {
-		return nil
-	}
-	kept := tools[:0]
-	for _, raw := range tools {
-		if keep(raw) {
-			kept = append(kept, raw)
-		}
-	}
-	if len(kept) == len(tools) {
-		return nil
-	}
-	b, err := json.Marshal(kept)
-	if err != nil {
-		return nil
-	}
-	res["tools"] = b
-	out, err := json.Marshal(res)
-	if err != nil {
+	out, removed, ok := jsonrpc.FilterMember(result, "tools", func(el []byte) bool { return keep(el) })
+	if !ok || !removed {
 		return nil
 	}
 	return out

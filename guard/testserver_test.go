@@ -56,7 +56,7 @@ func runTestServer(mode string) int {
 		return mcpServer()
 	case "rugpull":
 		return rugPullServer()
-	case "echo", "stubborn", "badserver", "reencode":
+	case "echo", "stubborn", "badserver", "reencode", "rawecho":
 		return rawServer(mode)
 	}
 	fmt.Fprintf(os.Stderr, "unknown test server mode %q\n", mode)
@@ -101,9 +101,15 @@ func rugPullServer() int {
 //     concurrently do);
 //   - stubborn does the same but ignores EOF and SIGTERM;
 //   - badserver first sends garbage and invalid UTF-8, then answers;
+//   - "mixed" is answered with a result and an error, "hybrid" with a
+//     ping request of the server's that has a result, under the same id;
 //   - reencode answers like echo with each id written another way (1 as
 //     1e0, "Ab" as "\u0041b"), as a server that decodes and re-encodes
-//     ids does.
+//     ids does;
+//   - rawecho answers each request with {"raw": the line as it arrived},
+//     every message it got so far (notifications and answers too) in
+//     "seen"; its method "ask" first sends the client a roots/list
+//     request of its own (id "s1").
 func rawServer(mode string) int {
 	if mode == "stubborn" {
 		signal.Ignore(syscall.SIGTERM)
@@ -112,8 +118,12 @@ func rawServer(mode string) int {
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
 	out := bufio.NewWriterSize(os.Stdout, 1<<20)
 	var outMu sync.Mutex // "late" answers from another goroutine
+	var seen []string    // rawecho: every line so far
 	for {
 		line, err := in.ReadBytes('\n')
+		if mode == "rawecho" && err == nil {
+			seen = append(seen, strings.TrimSuffix(string(line), "\n"))
+		}
 		if err != nil {
 			if mode == "stubborn" {
 				select {} // hold on past EOF
@@ -125,11 +135,13 @@ func rawServer(mode string) int {
 			Method string          `json:"method"`
 			Params json.RawMessage `json:"params"`
 		}
-		if json.Unmarshal(line, &m) != nil || len(m.ID) == 0 {
+		if json.Unmarshal(line, &m) != nil || len(m.ID) == 0 || m.Method == "" {
 			continue // notifications and client responses need no answer
 		}
 		outMu.Lock()
 		switch {
+		case mode == "rawecho":
+			rawEcho(out, m.ID, m.Method, line, seen)
 		case m.Method == "hang":
 			// never answered
 		case m.Method == "late":
@@ -150,23 +162,9 @@ func rawServer(mode string) int {
 			fmt.Fprintf(os.Stderr, "child pid %d\n", c.Process.Pid)
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"pid":%d}}`+"\n", m.ID, c.Process.Pid)
 		case m.Method == "spawn-then-flood":
-			// A child in the server's group, then a response far larger
-			// than any pipe buffer.
-			c := exec.Command("sleep", "300")
-			if err := c.Start(); err != nil {
+			if !spawnThenFlood(out, m.ID) {
 				return 1
 			}
-			fmt.Fprintf(os.Stderr, "child pid %d\n", c.Process.Pid)
-			out.WriteString(`{"jsonrpc":"2.0","id":`)
-			out.Write(m.ID)
-			out.WriteString(`,"result":{"text":"`)
-			chunk := strings.Repeat("x", 1<<20)
-			for range 64 {
-				if _, err := out.WriteString(chunk); err != nil {
-					return 1
-				}
-			}
-			out.WriteString("\"}}\n")
 		case m.Method == "daemon-then-exit":
 			// A daemon in its own session inherits stdout and outlives us.
 			d := exec.Command("sleep", "30")
@@ -180,6 +178,10 @@ func rawServer(mode string) int {
 			out.WriteString("this is not json\n")
 			out.Write([]byte("{\"jsonrpc\":\"2.0\",\"id\":" + string(m.ID) + ",\"result\":\"\xff\xfe\"}\n"))
 			out.WriteString(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"still here"}}` + "\n")
+		case m.Method == "mixed": // a result and an error
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"said":"mixed"},"error":{"code":1,"message":"x"}}`+"\n", m.ID)
+		case m.Method == "hybrid": // a request of its own with a result, under the client's id
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"method":"ping","result":{"said":"hybrid"}}`+"\n", m.ID)
 		case strings.HasPrefix(m.Method, "notify-first"):
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}`+"\n", m.ID)
 			fallthrough
@@ -201,6 +203,37 @@ func rawServer(mode string) int {
 		out.Flush()
 		outMu.Unlock()
 	}
+}
+
+// spawnThenFlood starts a child in the server's group, then answers with
+// a response far larger than any pipe buffer.
+func spawnThenFlood(out *bufio.Writer, id json.RawMessage) bool {
+	c := exec.Command("sleep", "300")
+	if err := c.Start(); err != nil {
+		return false
+	}
+	fmt.Fprintf(os.Stderr, "child pid %d\n", c.Process.Pid)
+	out.WriteString(`{"jsonrpc":"2.0","id":`)
+	out.Write(id)
+	out.WriteString(`,"result":{"text":"`)
+	chunk := strings.Repeat("x", 1<<20)
+	for range 64 {
+		if _, err := out.WriteString(chunk); err != nil {
+			return false
+		}
+	}
+	out.WriteString("\"}}\n")
+	return true
+}
+
+// rawEcho answers a request with the line as it arrived and every line so
+// far; "ask" first sends the client a roots/list request (id "s1").
+func rawEcho(out *bufio.Writer, id json.RawMessage, method string, line []byte, seen []string) {
+	if method == "ask" {
+		out.WriteString(`{"jsonrpc":"2.0","id":"s1","method":"roots/list"}` + "\n")
+	}
+	b, _ := json.Marshal(map[string]any{"raw": strings.TrimSuffix(string(line), "\n"), "seen": seen})
+	fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", id, b)
 }
 
 // reencodeID writes id as a different spelling of the same value.

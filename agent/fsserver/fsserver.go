@@ -22,7 +22,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 )
 
 // ErrOutsideRoots is returned for a path that does not resolve inside one of
@@ -34,7 +34,7 @@ const maxSearchResults = 1000
 
 // FS resolves paths against its roots. Roots are absolute and symlink-free.
 // The confinement is the benchmark filesystem server's strict one
-// (internal/corpus/tools), so the two servers cannot drift apart on it.
+// (lab/corpus/tools), so the two servers cannot drift apart on it.
 type FS struct {
 	roots  []string
 	strict *tools.FS

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpguard/mcpguard/agent/llmtest"
+	"github.com/mcpguard/mcpguard/lab/llmtest"
 )
 
 // `--classifier` switches L2's classifier hook on over any config: a file

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpguard/mcpguard/internal/eval"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/lab/eval"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {

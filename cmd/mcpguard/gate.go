@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/mcpguard/mcpguard/internal/report"
+	"github.com/mcpguard/mcpguard/lab/report"
 )
 
 func cmdGate(ctx context.Context, s stdio, args []string) error {
@@ -41,54 +41,93 @@ In CI (scripts/test.sh; testdata/gate/README.md):
   go test -run '^$' -bench 'Agent/size=(1KiB|16KiB)/guard=none$' -model-shape small \
       -benchtime 3x -count 8 . > new.txt
   mcpguard gate testdata/gate/agent.txt new.txt`)
-	threshold := fs.Float64("threshold", 25, "allowed slowdown in `percent`")
-	alpha := fs.Float64("alpha", 0.05, "level of the corrected tests")
+	o := &gateOptions{}
+	fs.Float64Var(&o.threshold, "threshold", 25, "allowed slowdown in `percent`")
+	fs.Float64Var(&o.alpha, "alpha", 0.05, "level of the corrected tests")
 	correction := fs.String("correction", string(report.BH), "multiple-comparison correction: bh (Benjamini-Hochberg), holm or none")
 	filter := fs.String("filter", "", "only benchmarks whose name matches this `regexp`")
 	ignore := fs.String("ignore-config", "", "comma-separated configuration `keys` allowed to differ")
-	loadRatio := fs.Float64("load-ratio", 1.5, "regressions are inconclusive (exit 3) when the new run's load average is this `ratio` of the base's or more (0: never)")
+	fs.Float64Var(&o.loadRatio, "load-ratio", 1.5, "regressions are inconclusive (exit 3) when the new run's load average is this `ratio` of the base's or more (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
 		return fmt.Errorf("%w: want BASE and NEW files", errUsage)
 	}
-	c := report.Correction(*correction)
-	switch c {
-	case report.BH, report.Holm, report.NoCorrection:
-	default:
-		return fmt.Errorf("%w: --correction %q: want bh, holm or none", errUsage, *correction)
+	if err := o.check(*correction, *filter, *ignore); err != nil {
+		return err
 	}
-	var keep func(report.Key) bool
-	if *filter != "" {
-		re, err := regexp.Compile(*filter)
-		if err != nil {
-			return fmt.Errorf("%w: --filter: %v", errUsage, err)
-		}
-		keep = func(k report.Key) bool { return re.MatchString(k.Name) }
-	}
-	base, err := report.ReadBench(fs.Arg(0))
+	base, cur, err := readGateFiles(fs.Arg(0), fs.Arg(1), o.ignore)
 	if err != nil {
-		return &exitCode{code: 2, err: err}
+		return err
 	}
-	cur, err := report.ReadBench(fs.Arg(1))
-	if err != nil {
-		return &exitCode{code: 2, err: err}
-	}
-	var ign []string
-	for _, k := range strings.Split(*ignore, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			ign = append(ign, k)
-		}
-	}
-	if err := report.CheckConfig(base, cur, ign); err != nil {
-		return &exitCode{code: 2, err: fmt.Errorf("%s vs %s: %w", fs.Arg(0), fs.Arg(1), err)}
-	}
-	rows := report.Compare(base, cur, keep)
+	rows := report.Compare(base, cur, o.keep)
 	if len(rows) == 0 {
 		return &exitCode{code: 2, err: errors.New("the two files share no benchmark")}
 	}
-	all, bad := report.Judge(rows, report.GateOptions{ThresholdPct: *threshold, Alpha: *alpha, Correction: c})
+	all, bad := report.Judge(rows, report.GateOptions{ThresholdPct: o.threshold, Alpha: o.alpha, Correction: o.correction})
+	o.writeTable(s, all)
+	if lb, lc, ok := report.Loads(base, cur); ok {
+		fmt.Fprintf(s.out, "machine load (median 1-minute load average): base %.1f, new %.1f\n", lb, lc)
+	}
+	if len(bad) > 0 && report.MoreLoaded(base, cur, o.loadRatio) {
+		return &exitCode{code: 3, err: fmt.Errorf("inconclusive: %d metric(s) worse by more than %.1f%%, but the new run's machine was at least %gx as loaded as the base's", len(bad), o.threshold, o.loadRatio)}
+	}
+	if len(bad) > 0 {
+		return &exitCode{code: 1, err: fmt.Errorf("%d metric(s) significantly worse by more than %.1f%%", len(bad), o.threshold)}
+	}
+	return nil
+}
+
+// gateOptions are mcpguard gate's flags, checked.
+type gateOptions struct {
+	threshold, alpha, loadRatio float64
+	correction                  report.Correction
+	keep                        func(report.Key) bool // nil: every benchmark
+	ignore                      []string              // configuration keys allowed to differ
+}
+
+// check reads the flags that need more than parsing: --correction,
+// --filter and --ignore-config.
+func (o *gateOptions) check(correction, filter, ignore string) error {
+	o.correction = report.Correction(correction)
+	switch o.correction {
+	case report.BH, report.Holm, report.NoCorrection:
+	default:
+		return fmt.Errorf("%w: --correction %q: want bh, holm or none", errUsage, correction)
+	}
+	if filter != "" {
+		re, err := regexp.Compile(filter)
+		if err != nil {
+			return fmt.Errorf("%w: --filter: %v", errUsage, err)
+		}
+		o.keep = func(k report.Key) bool { return re.MatchString(k.Name) }
+	}
+	for _, k := range strings.Split(ignore, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			o.ignore = append(o.ignore, k)
+		}
+	}
+	return nil
+}
+
+// readGateFiles reads both benchmark outputs and checks that they are the
+// same experiment (exit 2 when not).
+func readGateFiles(basePath, newPath string, ignore []string) (base, cur *report.Bench, err error) {
+	if base, err = report.ReadBench(basePath); err != nil {
+		return nil, nil, &exitCode{code: 2, err: err}
+	}
+	if cur, err = report.ReadBench(newPath); err != nil {
+		return nil, nil, &exitCode{code: 2, err: err}
+	}
+	if err := report.CheckConfig(base, cur, ignore); err != nil {
+		return nil, nil, &exitCode{code: 2, err: fmt.Errorf("%s vs %s: %w", basePath, newPath, err)}
+	}
+	return base, cur, nil
+}
+
+// writeTable prints every metric with its verdict, and what q means.
+func (o *gateOptions) writeTable(s stdio, all []report.Judged) {
 	tw := tabwriter.NewWriter(s.out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "benchmark\tunit\tbase\tnew\tdelta\tp\tq\tverdict\t")
 	for _, r := range all {
@@ -105,17 +144,7 @@ In CI (scripts/test.sh; testdata/gate/README.md):
 	}
 	tw.Flush()
 	fmt.Fprintf(s.out, "q: p-value corrected (%s) over the %d judged metrics; a regression is q < %g and worse by more than %g%%\n",
-		c, countGated(all), *alpha, *threshold)
-	if lb, lc, ok := report.Loads(base, cur); ok {
-		fmt.Fprintf(s.out, "machine load (median 1-minute load average): base %.1f, new %.1f\n", lb, lc)
-	}
-	if len(bad) > 0 && report.MoreLoaded(base, cur, *loadRatio) {
-		return &exitCode{code: 3, err: fmt.Errorf("inconclusive: %d metric(s) worse by more than %.1f%%, but the new run's machine was at least %gx as loaded as the base's", len(bad), *threshold, *loadRatio)}
-	}
-	if len(bad) > 0 {
-		return &exitCode{code: 1, err: fmt.Errorf("%d metric(s) significantly worse by more than %.1f%%", len(bad), *threshold)}
-	}
-	return nil
+		o.correction, countGated(all), o.alpha, o.threshold)
 }
 
 func countGated(rows []report.Judged) int {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,8 +30,9 @@ func cmdGateway(ctx context.Context, s stdio, args []string) error {
 	}
 	fs := newFlags(s, "gateway", "--config gateway.json [--listen ADDR]",
 		`Serves the servers of gateway.json over MCP's Streamable HTTP transport:
-each at /servers/<name>/mcp, and all of them at /mcp with tool names
-prefixed by server (fs__read_file). Every client session gets its own
+each at /servers/<name>/mcp, and all of them at /mcp as one MCP server
+(names kept as each server gives them; colliding or confusable ones
+prefixed by server, fs__read_file). Every client session gets its own
 server process behind its own guard (config, policy, audit log and L3
 domain as in 'mcpguard run'). See docs/gateway.md for gateway.json.
 
@@ -46,6 +46,8 @@ end every session, stop the servers.
 	listen := fs.String("listen", defaultListen, "`address` to listen on")
 	allowRemote := fs.Bool("allow-remote", false, "allow a non-loopback --listen (gateway.json must list tokens)")
 	grace := fs.Duration("grace", guard.DefaultGrace, "time each server gets after EOF, and after SIGTERM, before the next step")
+	cpuProfile := fs.String("cpuprofile", "", "write the gateway's CPU profile to `file` when it stops (go tool pprof)")
+	traceFile := fs.String("trace", "", "write the gateway's execution trace to `file` (go tool trace)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,7 +61,8 @@ end every session, stop the servers.
 		}
 		return err
 	}
-	return serveGateway(ctx, s, cfg, gatewayOptions{listen: *listen, allowRemote: *allowRemote, grace: *grace})
+	return serveGateway(ctx, s, cfg, gatewayOptions{listen: *listen, allowRemote: *allowRemote, grace: *grace,
+		cpuProfile: *cpuProfile, trace: *traceFile})
 }
 
 type gatewayOptions struct {
@@ -67,6 +70,8 @@ type gatewayOptions struct {
 	allowRemote bool
 	grace       time.Duration
 	direct      string // serve this server at /mcp, as `run --listen` does
+	cpuProfile  string // write a CPU profile of the gateway here, until it stops
+	trace       string // and an execution trace
 }
 
 // errRemote refuses a listen address off loopback without the flag and auth.
@@ -118,9 +123,15 @@ func serveGateway(ctx context.Context, s stdio, cfg *gateway.Config, o gatewayOp
 		g.Close(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	stopProfile, err := profile(o.cpuProfile, o.trace)
+	if err != nil {
+		ln.Close()
+		g.Close(context.Background())
+		return err
+	}
+	defer stopProfile()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- g.Serve(ln) }()
 	fmt.Fprintf(s.err, "mcpguard gateway: listening on http://%s\n", ln.Addr())
 	select {
 	case err := <-served:
@@ -129,17 +140,11 @@ func serveGateway(ctx context.Context, s stdio, cfg *gateway.Config, o gatewayOp
 	case <-ctx.Done():
 	}
 	fmt.Fprintln(s.err, "mcpguard gateway: shutting down")
-	// Stop accepting, end the sessions (their streams end with them, which
-	// lets Shutdown finish), then wait for the servers to be gone.
+	// Stop accepting, end the sessions (their streams end with them), then
+	// wait for the connections and the servers to be gone.
 	stop, cancel := context.WithTimeout(context.Background(), 2*o.grace+10*time.Second)
 	defer cancel()
-	shut := make(chan error, 1)
-	go func() { shut <- srv.Shutdown(stop) }()
-	closeErr := g.Close(stop)
-	if err := <-shut; err != nil {
-		srv.Close()
-	}
-	return closeErr
+	return g.Shutdown(stop)
 }
 
 // cmdHashToken prints the sha256 of the secret on stdin's first line.
@@ -156,9 +161,17 @@ func cmdHashToken(s stdio) error {
 	return nil
 }
 
+// listenOptions are `run`'s flags that only --listen uses.
+type listenOptions struct {
+	addr       string
+	warm       int
+	cpuProfile string
+	trace      string
+}
+
 // runListen is `mcpguard run --listen ADDR`: the one server of the command
 // line, served over Streamable HTTP at /mcp (and /servers/<name>/mcp).
-func runListen(ctx context.Context, s stdio, g *guardFlags, argv []string, listen string) error {
+func runListen(ctx context.Context, s stdio, g *guardFlags, argv []string, lo listenOptions) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("%w: no server command after --", errUsage)
 	}
@@ -184,6 +197,7 @@ func runListen(ctx context.Context, s stdio, g *guardFlags, argv []string, liste
 		L3:       g.l3,
 		Vars:     g.vars,
 		Command:  argv,
+		Warm:     lo.warm,
 	}
 	cfg := &gateway.Config{Servers: map[string]*gateway.ServerConfig{name: sc}}
 	if g.maxMessage > 0 {
@@ -192,7 +206,8 @@ func runListen(ctx context.Context, s stdio, g *guardFlags, argv []string, liste
 	if err := cfg.Check(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return serveGateway(ctx, s, cfg, gatewayOptions{listen: listen, grace: g.grace, direct: name})
+	return serveGateway(ctx, s, cfg, gatewayOptions{listen: lo.addr, grace: g.grace, direct: name,
+		cpuProfile: lo.cpuProfile, trace: lo.trace})
 }
 
 // cmdBridge is the stdio side of a remote upstream: the gateway's proxy

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -52,19 +54,21 @@ func freePort(t *testing.T) string {
 }
 
 // `mcpguard run --listen` serves the one server of its command line at
-// /mcp, through the layers of --config, until its context ends.
+// /mcp, through the layers of --config, until its context ends, and writes
+// the CPU profile --cpuprofile asks for when it stops.
 func TestRunListen(t *testing.T) {
 	argv := buildServer(t, "filesystem")
 	ws := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello over http"), 0o644))
 	addr := freePort(t)
+	prof := filepath.Join(t.TempDir(), "cpu.out")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stderr := &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, stdio{strings.NewReader(""), &bytes.Buffer{}, stderr},
-			append([]string{"run", "--listen", addr, "--grace", "200ms", "--"}, append(argv, "--ws", ws)...))
+			append([]string{"run", "--listen", addr, "--grace", "200ms", "--cpuprofile", prof, "--"}, append(argv, "--ws", ws)...))
 	}()
 	url := "http://" + addr + "/mcp"
 	require.Eventually(t, func() bool {
@@ -98,4 +102,13 @@ func TestRunListen(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run --listen did not stop")
 	}
+	// A CPU profile is a gzipped protocol buffer with the sample types.
+	f, err := os.Open(prof)
+	require.NoError(t, err, "--cpuprofile under --listen")
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	b, err := io.ReadAll(z)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "nanoseconds", "a CPU profile")
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/mcpguard/mcpguard/guard"
@@ -29,9 +30,10 @@ const policyUsage = `Usage:
   mcpguard policy override --audit FILE [--event N | --last] [--write DIR]
   mcpguard policy check [--var NAME=VALUE]... FILE
 
-init      starts the server, reads its tools/list and prints a starting policy
-          (see docs/policy.md); review it: add network destinations and
-          executables, narrow the roots.
+init      starts the server confined (no network, a scratch write directory,
+          the working directory read-only, a minimal environment), reads its
+          tools/list and prints a starting policy (see docs/policy.md); review
+          it: add network destinations and executables, narrow the roots.
 override  prints the scoped override (one tool; one path, host or executable)
           that would have let an audited call through; save it in the
           overrides/ directory beside the policy (or use --write DIR).
@@ -60,19 +62,23 @@ func cmdPolicy(ctx context.Context, s stdio, args []string) error {
 func policyInit(ctx context.Context, s stdio, args []string) error {
 	flagArgs, argv := splitDashes(args)
 	fs := newFlags(s, "policy init", "[--out FILE] [--server NAME] -- CMD [ARGS...]",
-		"Start the MCP server CMD, list its tools, and print a starting policy derived from their\n"+
-			"input schemas: path-, URL-, host- and command-like arguments are recognised from their\n"+
+		"Start the MCP server CMD confined (no network, a scratch directory to write, the working\n"+
+			"directory to read, PATH, HOME, LANG and --env only), list its tools, and print a starting\n"+
+			"policy derived from their input schemas: path-, URL-, host- and command-like arguments are recognised from their\n"+
 			"names and formats. The policy uses ${WS} for the workspace; see docs/policy.md.")
 	out := fs.String("out", "", "write the policy to `file` instead of stdout")
 	server := fs.String("server", "", "server `name` recorded in the policy (default: the command's base name)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up on the server after this long")
 	pin := fs.Bool("pin", false, "pin each tool's description and schema: a later change is refused as a rug pull")
+	nets := &netList{}
+	fs.Var(nets, "net", "`HOST:PORT` the server reaches at start-up (its database): granted, through the egress filter,\n"+
+		"to the confined server, and written into network.allow (repeatable)")
 	envs := &envList{}
 	fs.Var(envs, "env", "`NAME=VALUE` the server needs (repeatable): passed to it, added to env.allow, and a path value's\n"+
-		"directory (or the directory itself) proposed as a filesystem.write root: state files are data")
-	learn := fs.Bool("learn", false, "run the server unconfined under a file observer (fanotify; root) through initialize,\n"+
-		"tools/list and the --call calls, and propose what it loaded beyond the resolved runtime as the\n"+
-		"runtime section; data files it touched are reported, not granted")
+		"directory (or the directory itself; the file alone in $HOME) proposed as a filesystem.write root: state files are data")
+	learn := fs.Bool("learn", false, "observe the (confined) server with fanotify (root) through initialize, tools/list and\n"+
+		"the --call calls, and propose what it loaded beyond the resolved runtime as the runtime\n"+
+		"section; data files it touched are reported, not granted")
 	calls := &callList{}
 	fs.Var(calls, "call", "`TOOL=JSON` arguments of a tools/call that --learn makes after tools/list (repeatable)")
 	if err := fs.Parse(flagArgs); err != nil {
@@ -90,16 +96,21 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	env := append(os.Environ(), envs.kv...)
+	home, _ := os.UserHomeDir()
+	argRoots := argumentRoots(argv, home)
+	box, err := newInitBox(name, envs.kv, nets.rules, argRoots)
+	if err != nil {
+		return err
+	}
+	defer box.Close()
 	var (
 		tools   []policy.ToolInfo
 		learned *runtime.Learned
-		err     error
 	)
 	if *learn {
-		tools, learned, err = learnRuntime(ctx, argv, env, s.err, calls.c)
+		tools, learned, err = learnRuntime(ctx, box, argv, s.err, calls.c)
 	} else {
-		tools, err = listTools(ctx, argv, env, s.err)
+		tools, err = listTools(ctx, box, argv, s.err)
 	}
 	if err != nil {
 		return err
@@ -112,31 +123,16 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := printKinds(s.err, p); err != nil {
+		return err
+	}
 	if u := policy.URLTools(p); len(u) > 0 {
 		fmt.Fprintf(s.err, "warning: %s take URLs; a redirect from an allowed host reaches any address unless L3's network rules (C-full, C-landlock) deny it (docs/policy.md#redirects)\n", strings.Join(u, ", "))
 	}
-	for _, kv := range envs.kv {
-		k, v, _ := strings.Cut(kv, "=")
-		if !slices.Contains(p.Env.Allow, k) {
-			p.Env.Allow = append(p.Env.Allow, k)
-		}
-		if root := stateRoot(v); root != "" && !slices.Contains(p.Filesystem.Write, root) {
-			p.Filesystem.Write = append(p.Filesystem.Write, root)
-			fmt.Fprintf(s.err, "%s=%s: proposed %s as a filesystem.write root (server state is data)\n", k, v, root)
-		}
-	}
-	if learned != nil {
-		p.Runtime.Read, p.Runtime.Exec = learned.Read, learned.Exec
-		for _, r := range learned.Read {
-			fmt.Fprintf(s.err, "learned: runtime.read %s\n", r)
-		}
-		for _, x := range learned.Exec {
-			fmt.Fprintf(s.err, "learned: runtime.exec %s\n", x)
-		}
-		for _, d := range learned.Data {
-			fmt.Fprintf(s.err, "learned: data %s (reported, not granted: add a filesystem root if the server needs it)\n", d)
-		}
-	}
+	p.Network.Allow = append(p.Network.Allow, nets.rules...)
+	proposeEnv(s.err, p, envs.kv, home, argv)
+	proposeArgumentRoots(s.err, p, argRoots)
+	applyLearned(p, learned, s.err)
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return err
@@ -153,12 +149,88 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	return nil
 }
 
-// listTools starts argv, performs the MCP handshake and returns every tool
-// of tools/list (following pagination) with its raw input schema. It talks
-// JSON-RPC directly so that the schemas arrive exactly as the server wrote
-// them.
-func listTools(ctx context.Context, argv, env []string, stderr io.Writer) ([]policy.ToolInfo, error) {
-	return session(ctx, argv, env, stderr, nil, nil)
+// proposeEnv adds the --env variables to env.allow, and a path value's
+// directory (or the file alone, right in $HOME or /) as a filesystem.write
+// root, and says so: server state is data.
+func proposeEnv(w io.Writer, p *policy.Policy, kvs []string, home string, argv []string) {
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		if !slices.Contains(p.Env.Allow, k) {
+			p.Env.Allow = append(p.Env.Allow, k)
+		}
+		if root := stateRoot(v, home); root != "" && !slices.Contains(p.Filesystem.Write, root) {
+			p.Filesystem.Write = append(p.Filesystem.Write, root)
+			fmt.Fprintf(w, "%s=%s: proposed %s as a filesystem.write root (server state is data)\n", k, v, root)
+			if d := filepath.Dir(root); root == filepath.Clean(v) && (d == home || d == "/") {
+				fmt.Fprintf(w, "  %s is right in %s, which is never a write root: the file alone is; a server that writes a temporary file beside it and renames it (many do) will be refused: give it a directory of its own (%s=%s, in the client's entry too)\n",
+					root, d, k, filepath.Join(d, "."+serverName(argv), filepath.Base(root)))
+			}
+		}
+	}
+}
+
+// proposeArgumentRoots adds the roots the server's own command line names
+// (argumentRoots: a directory it serves, a database file's directory) as
+// filesystem.write roots, and says so: what a server was started with is
+// data it works on.
+func proposeArgumentRoots(w io.Writer, p *policy.Policy, roots []argRoot) {
+	for _, r := range roots {
+		if slices.Contains(p.Filesystem.Write, r.Root) {
+			continue
+		}
+		p.Filesystem.Write = append(p.Filesystem.Write, r.Root)
+		fmt.Fprintf(w, "argument %s: proposed %s as a filesystem.write root (a path the server is started with is data it works on; narrow it to filesystem.read if it only reads)\n", r.Arg, r.Root)
+	}
+}
+
+// printKinds prints the kind report: every argument of every tool, the
+// kind the guard will judge it as, and why, so that the operator can
+// correct a kind in tools.T.args (docs/policy.md, "Argument kinds").
+func printKinds(w io.Writer, p *policy.Policy) error {
+	lines, err := policy.KindReport(p)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "argument kinds (correct one with tools.TOOL.args.ARG.kind; docs/policy.md):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, l := range lines {
+		kind := l.Kind
+		if l.Access != "" {
+			kind += " (" + l.Access + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", l.Tool, l.Arg, kind, l.Why)
+	}
+	return tw.Flush()
+}
+
+// applyLearned puts learn mode's runtime proposals into p and reports
+// them, and the data files, on stderr.
+func applyLearned(p *policy.Policy, learned *runtime.Learned, stderr io.Writer) {
+	if learned == nil {
+		return
+	}
+	p.Runtime.Read, p.Runtime.Exec = learned.Read, learned.Exec
+	for _, r := range learned.Read {
+		fmt.Fprintf(stderr, "learned: runtime.read %s\n", r)
+	}
+	for _, x := range learned.Exec {
+		fmt.Fprintf(stderr, "learned: runtime.exec %s\n", x)
+	}
+	for _, d := range learned.Data {
+		fmt.Fprintf(stderr, "learned: data %s (reported, not granted: add a filesystem root if the server needs it)\n", d)
+	}
+}
+
+// listTools starts argv confined (initBox), performs the MCP handshake
+// and returns every tool of tools/list (following pagination) with its raw
+// input schema. It talks JSON-RPC directly so that the schemas arrive
+// exactly as the server wrote them.
+func listTools(ctx context.Context, box *initBox, argv []string, stderr io.Writer) ([]policy.ToolInfo, error) {
+	cmd, err := box.command(ctx, argv)
+	if err != nil {
+		return nil, err
+	}
+	return session(ctx, cmd, stderr, nil, nil, box.sb.Started)
 }
 
 // learnCall is one tools/call that learn mode makes after tools/list.
@@ -167,12 +239,65 @@ type learnCall struct {
 	args json.RawMessage
 }
 
-// session is listTools with the server in its own process group, obs
-// (when not nil) following it and synced before it is closed, and calls
-// made after tools/list (their errors reported on stderr, not fatal).
-func session(ctx context.Context, argv, env []string, stderr io.Writer, obs observer, calls []learnCall) ([]policy.ToolInfo, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = env
+// session runs the prepared server command cmd through the handshake and
+// tools/list, with the server in its own process group, obs (when not
+// nil) following it and synced before it is closed, and calls made after
+// tools/list (their errors reported on stderr, not fatal).
+func session(ctx context.Context, cmd *exec.Cmd, stderr io.Writer, obs observer, calls []learnCall, started func(int) error) ([]policy.ToolInfo, error) {
+	c, err := startInitServer(ctx, cmd, stderr, started)
+	if err != nil {
+		return nil, err
+	}
+	if obs != nil {
+		obs.Follow(cmd.Process.Pid)
+	}
+	defer func() {
+		if obs != nil {
+			// The server's opens are read while it runs: after it exits
+			// they can no longer be told apart from other processes'.
+			obs.Sync(5 * time.Second)
+		}
+		c.stop()
+	}()
+	if _, err := c.call("initialize", map[string]any{
+		"protocolVersion": guard.ProtocolVersion,
+		// A client with every capability, so that servers list the tools
+		// they register only for such clients (sampling, elicitation,
+		// roots): a tool missing here is hidden and denied by L1 later.
+		"capabilities": initCapabilities,
+		"clientInfo":   map[string]any{"name": "mcpguard-policy-init", "version": "dev"},
+	}); err != nil {
+		return nil, err
+	}
+	note, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	if _, err := c.in.Write(append(note, '\n')); err != nil {
+		return nil, err
+	}
+	tools, err := c.listAll()
+	if err != nil {
+		return nil, err
+	}
+	for _, lc := range calls {
+		if _, err := c.call("tools/call", map[string]any{"name": lc.tool, "arguments": lc.args}); err != nil {
+			fmt.Fprintf(stderr, "mcpguard policy init: call %s: %v\n", lc.tool, err)
+		}
+	}
+	return tools, nil
+}
+
+// initClient is policy init's side of the server's stdio.
+type initClient struct {
+	ctx   context.Context
+	cmd   *exec.Cmd
+	group *proctree.Group
+	in    io.WriteCloser
+	sc    *bufio.Scanner
+	id    int
+}
+
+// startInitServer starts cmd in its own process group with pipes on its
+// standard input and output.
+func startInitServer(ctx context.Context, cmd *exec.Cmd, stderr io.Writer, started func(pid int) error) (*initClient, error) {
 	cmd.Stderr = stderr
 	proctree.Prepare(cmd) // its own process group: the observer follows it
 	cmd.WaitDelay = time.Second
@@ -184,86 +309,78 @@ func session(ctx context.Context, argv, env []string, stderr io.Writer, obs obse
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	g, err := proctree.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("start server: %w", err)
 	}
-	if obs != nil {
-		obs.Follow(cmd.Process.Pid)
-	}
-	defer func() {
-		if obs != nil {
-			// The server's opens are read while it runs: after it exits
-			// they can no longer be told apart from other processes'.
-			obs.Sync(5 * time.Second)
-		}
-		in.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second):
+	if started != nil {
+		// The sandbox sets up what it must once the launcher runs (the
+		// egress filter for --net) and only then lets the server start.
+		if err := started(cmd.Process.Pid); err != nil {
 			cmd.Process.Kill()
-			<-done
+			cmd.Wait()
+			return nil, fmt.Errorf("start server: %w", err)
 		}
-	}()
+	}
 	sc := bufio.NewScanner(outPipe)
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
-	id := 0
-	call := func(method string, params any) (json.RawMessage, error) {
-		id++
-		req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-		if _, err := in.Write(append(req, '\n')); err != nil {
-			return nil, fmt.Errorf("%s: write to server: %w", method, err)
-		}
-		for sc.Scan() {
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-				Result json.RawMessage `json:"result"`
-				Error  *struct {
-					Code    int    `json:"code"`
-					Message string `json:"message"`
-				} `json:"error"`
-			}
-			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				continue // not JSON-RPC: a chatty server's log line on stdout
-			}
-			if m.Method != "" {
-				if len(m.ID) > 0 { // a server-to-client request
-					in.Write(append(clientReply(m.ID, m.Method), '\n'))
-				}
-				continue
-			}
-			if string(m.ID) != fmt.Sprint(id) {
-				continue
-			}
-			if m.Error != nil {
-				return nil, fmt.Errorf("%s: server error %d: %s", method, m.Error.Code, m.Error.Message)
-			}
-			return m.Result, nil
-		}
-		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("%s: read from server: %w", method, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("%s: %w", method, err)
-		}
-		return nil, fmt.Errorf("%s: server closed its output", method)
+	return &initClient{ctx: ctx, cmd: cmd, group: g, in: in, sc: sc}, nil
+}
+
+// stop ends the server's whole process group: its input closed, SIGTERM
+// after 2 s, SIGKILL after 2 s more, and whatever of the group is left
+// killed in any case: a server that ignores EOF, or a child that outlives
+// it (under `sh -c`) holding policy init's stderr, must not survive it.
+func (c *initClient) stop() {
+	c.group.Stop(2*time.Second, func() { c.in.Close() })
+}
+
+// call sends a request and returns its result, answering the server's
+// own requests and skipping what is not JSON-RPC meanwhile.
+func (c *initClient) call(method string, params any) (json.RawMessage, error) {
+	c.id++
+	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.id, "method": method, "params": params})
+	if _, err := c.in.Write(append(req, '\n')); err != nil {
+		return nil, fmt.Errorf("%s: write to server: %w", method, err)
 	}
-	if _, err := call("initialize", map[string]any{
-		"protocolVersion": guard.ProtocolVersion,
-		// A client with every capability, so that servers list the tools
-		// they register only for such clients (sampling, elicitation,
-		// roots): a tool missing here is hidden and denied by L1 later.
-		"capabilities": initCapabilities,
-		"clientInfo":   map[string]any{"name": "mcpguard-policy-init", "version": "dev"},
-	}); err != nil {
-		return nil, err
+	for c.sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Error  *struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(c.sc.Bytes(), &m); err != nil {
+			continue // not JSON-RPC: a chatty server's log line on stdout
+		}
+		if m.Method != "" {
+			if len(m.ID) > 0 { // a server-to-client request
+				c.in.Write(append(clientReply(m.ID, m.Method), '\n'))
+			}
+			continue
+		}
+		if string(m.ID) != fmt.Sprint(c.id) {
+			continue
+		}
+		if m.Error != nil {
+			return nil, fmt.Errorf("%s: server error %d: %s", method, m.Error.Code, m.Error.Message)
+		}
+		return m.Result, nil
 	}
-	note, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
-	if _, err := in.Write(append(note, '\n')); err != nil {
-		return nil, err
+	if err := c.sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: read from server: %w", method, err)
 	}
+	if err := c.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
+	return nil, fmt.Errorf("%s: server closed its output", method)
+}
+
+// listAll follows tools/list's pages.
+func (c *initClient) listAll() ([]policy.ToolInfo, error) {
 	var tools []policy.ToolInfo
 	cursor := ""
 	for page := 0; page < 1000; page++ {
@@ -271,7 +388,7 @@ func session(ctx context.Context, argv, env []string, stderr io.Writer, obs obse
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		res, err := call("tools/list", params)
+		res, err := c.call("tools/list", params)
 		if err != nil {
 			return nil, err
 		}
@@ -284,11 +401,6 @@ func session(ctx context.Context, argv, env []string, stderr io.Writer, obs obse
 		}
 		tools = append(tools, r.Tools...)
 		if r.NextCursor == "" {
-			for _, c := range calls {
-				if _, err := call("tools/call", map[string]any{"name": c.tool, "arguments": c.args}); err != nil {
-					fmt.Fprintf(stderr, "mcpguard policy init: call %s: %v\n", c.tool, err)
-				}
-			}
 			return tools, nil
 		}
 		cursor = r.NextCursor
@@ -354,25 +466,29 @@ func (e *envList) Set(s string) error {
 }
 
 // stateRoot is the write root a state path set by an environment variable
-// needs: the directory itself when it is one, the file's directory
-// otherwise (servers write a temporary file beside it and rename it). ""
-// for values that are not absolute paths, and never "/".
-func stateRoot(v string) string {
+// needs, by the rules a path on the server's command line follows
+// (rootFor): the directory itself when it is one; a file's directory
+// (servers write a temporary file beside it and rename it), or the file
+// alone when that directory is the home directory or a system tree, so
+// that a state file in $HOME never makes $HOME writable (the guard's own
+// policy and audit log live under it); a path whose directory does not
+// exist yet: that directory. "" for values that are not absolute paths,
+// for /, $HOME itself, system trees, code and programs.
+func stateRoot(v, home string) string {
 	if !filepath.IsAbs(v) {
 		return ""
 	}
 	v = filepath.Clean(v)
-	if fi, err := os.Stat(v); err == nil && fi.IsDir() {
-		if v == "/" {
-			return ""
-		}
-		return v
+	if r := rootFor(v, home); r != "" {
+		return r
 	}
-	d := filepath.Dir(v)
-	if d == "/" {
-		return ""
+	if _, err := os.Stat(v); err == nil {
+		return "" // what rootFor refused: code, a program, $HOME, a system tree
 	}
-	return d
+	if d := filepath.Dir(v); d != "/" && d != home && !isSystem(d) && !isSystem(v) {
+		return d
+	}
+	return ""
 }
 
 // serverName names a server after what it runs, not after its
@@ -446,7 +562,7 @@ func packageOf(file string) string {
 }
 
 func policyOverride(s stdio, args []string) error {
-	fs := newFlags(s, "policy override", "--audit FILE [--event N | --last] [--write DIR]",
+	fs := newFlags(s, "policy override", "--audit FILE [--event N | --last | --tool NAME] [--write DIR]",
 		"Print the scoped override for one audit event: the tool, and the one path, host or\n"+
 			"executable the event names (for content rules, the rule waived for that tool).\n"+
 			"Events are numbered from 1 in file order; --last (the default) takes the last denial\n"+
@@ -454,6 +570,8 @@ func policyOverride(s stdio, args []string) error {
 	auditFile := fs.String("audit", "", "the audit log `file` (JSON lines) written by mcpguard run/call --audit")
 	event := fs.Int("event", 0, "use event number `N` (1-based)")
 	last := fs.Bool("last", false, "use the last event that denied or rewrote something (default)")
+	tool := fs.String("tool", "", "use the last event that denied or rewrote something of tool `name` (the\n"+
+		"command L2 prints on stderr when it removes a tool from a listing)")
 	write := fs.String("write", "", "also write the override into `dir` (an overrides/ directory)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -461,8 +579,8 @@ func policyOverride(s stdio, args []string) error {
 	if *auditFile == "" {
 		return fmt.Errorf("%w: --audit FILE is required", errUsage)
 	}
-	if *event != 0 && *last {
-		return fmt.Errorf("%w: --event and --last exclude each other", errUsage)
+	if (*event != 0 && *last) || (*tool != "" && (*event != 0 || *last)) {
+		return fmt.Errorf("%w: --event, --last and --tool exclude each other", errUsage)
 	}
 	events, err := readAudit(*auditFile)
 	if err != nil {
@@ -478,10 +596,13 @@ func policyOverride(s stdio, args []string) error {
 	default:
 		found := false
 		for i := len(events) - 1; i >= 0; i-- {
-			if events[i].Decision == audit.Deny || events[i].Decision == audit.Rewrite {
+			if (events[i].Decision == audit.Deny || events[i].Decision == audit.Rewrite) && (*tool == "" || events[i].Tool == *tool) {
 				e, found = events[i], true
 				break
 			}
+		}
+		if !found && *tool != "" {
+			return fmt.Errorf("%s: no denial or rewrite of tool %q to override", *auditFile, *tool)
 		}
 		if !found {
 			return fmt.Errorf("%s: no denial or rewrite to override", *auditFile)

@@ -22,7 +22,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
-	"github.com/mcpguard/mcpguard/internal/servers"
+	"github.com/mcpguard/mcpguard/lab/servers"
 )
 
 // buildServer builds one corpus Go server and returns its argv.
@@ -139,6 +139,7 @@ func TestOverrideWorkflow(t *testing.T) {
 func TestPolicyInit(t *testing.T) {
 	argv := buildServer(t, "filesystem")
 	ws := t.TempDir()
+	t.Chdir(ws) // init reads the working directory (the workspace) only
 	var out, stderr bytes.Buffer
 	st := stdio{in: strings.NewReader(""), out: &out, err: &stderr}
 	args := append([]string{"init", "--server", "filesystem", "--"}, argv...)
@@ -186,6 +187,7 @@ func TestPolicyCheckAndOverrideErrors(t *testing.T) {
 func TestPolicyInitPin(t *testing.T) {
 	argv := buildServer(t, "filesystem")
 	ws := t.TempDir()
+	t.Chdir(ws) // init reads the working directory (the workspace) only
 	pol := filepath.Join(t.TempDir(), "filesystem.json")
 	var out, stderr bytes.Buffer
 	st := stdio{in: strings.NewReader(""), out: &out, err: &stderr}
@@ -252,11 +254,22 @@ func TestServerName(t *testing.T) {
 }
 
 func TestStateRoot(t *testing.T) {
-	dir := t.TempDir()
-	assert.Equal(t, dir, stateRoot(filepath.Join(dir, "memory.jsonl")), "a state file: its directory")
-	assert.Equal(t, dir, stateRoot(dir), "a state directory: itself")
-	assert.Equal(t, "", stateRoot("relative/x"))
-	assert.Equal(t, "", stateRoot("/memory.json"), "never /")
+	dir, home := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(home, "state.json"), nil, 0o644))
+	for v, want := range map[string]string{
+		filepath.Join(dir, "memory.jsonl"): dir, // a state file: its directory
+		dir:                                dir, // a state directory: itself
+		filepath.Join(dir, "new", "memory.jsonl"): filepath.Join(dir, "new"),            // a directory to be made: itself
+		filepath.Join(home, ".memory.jsonl"):      filepath.Join(home, ".memory.jsonl"), // in $HOME: the file alone, never $HOME
+		filepath.Join(home, "state.json"):         filepath.Join(home, "state.json"),
+		home:                                      "",
+		"relative/x":                              "",
+		"/memory.json":                            "/memory.json", // in /: the file alone, never /
+		"/usr/lib/node_modules":                   "",             // a system tree is runtime, not state
+		"/etc/app/state.json":                     "",
+	} {
+		assert.Equal(t, want, stateRoot(v, home), v)
+	}
 }
 
 func TestClientReply(t *testing.T) {
@@ -279,9 +292,9 @@ func TestRunNamesSessionByPolicy(t *testing.T) {
 	assert.Equal(t, "node", p.Server)
 }
 
-// policy init --learn: the server runs under the observer; the data file
-// a call read is reported, not granted, and nothing the resolver already
-// grants is proposed again.
+// policy init --learn: the server runs confined under the observer; the
+// data file a call read is reported, not granted, and nothing the
+// resolver already grants (nor the launcher) is proposed again.
 func TestPolicyInitLearn(t *testing.T) {
 	o, err := runtime.Observe()
 	if errors.Is(err, runtime.ErrNoObserver) {
@@ -298,8 +311,13 @@ func TestPolicyInitLearn(t *testing.T) {
 	note := filepath.Join(ws, "notes", "todo.txt")
 	require.NoError(t, os.WriteFile(note, []byte("buy tea"), 0o644))
 	out := filepath.Join(t.TempDir(), "p.json")
+	srv, err := filepath.Abs("../../testdata/servers/py/notes/server.py")
+	require.NoError(t, err)
+	// policy init runs the server confined, with the working directory
+	// (the workspace, as docs/policy.md says to run it) read-only.
+	t.Chdir(ws)
 	code, _, stderr := runIn(t, nil, "policy", "init", "--learn", "--call", `read_note={"name":"todo"}`, "--out", out, "--",
-		py, "-B", "../../testdata/servers/py/notes/server.py", "--ws", ws)
+		py, "-B", srv, "--ws", ws)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "learned: data "+note+" (reported, not granted")
 	assert.NotContains(t, stderr, "learned: runtime.read", "the resolver already grants what python loads")

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/mcpguard/mcpguard/internal/report"
+	"github.com/mcpguard/mcpguard/lab/report"
 )
 
 type listFlag []string
@@ -16,9 +16,10 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 func cmdReport(ctx context.Context, s stdio, args []string) error {
 	fs := newFlags(s, "report", "[flags]",
-		`Draws the study's figures (PNG, SVG and PDF) and a Markdown summary with the
-same numbers from benchmark output (go test -bench) and eval results
-(mcpguard eval --json). Each input is optional; what is given is drawn:
+		`Draws the study's figures (PNG, SVG and PDF), a Markdown summary and one page to
+open (index.html: the tables with their figures, read from the file system, no
+server) with the same numbers, from benchmark output (go test -bench) and eval
+results (mcpguard eval --json). Each input is optional; what is given is drawn:
 
   --std/--cvm   BenchmarkAgent in a standard and a confidential VM: the
                 dashboard per guard config (figure 2): each phase's share of an
@@ -27,13 +28,17 @@ same numbers from benchmark output (go test -bench) and eval results
                 alone: a table of one environment's phases
   --firewall    BenchmarkFirewall: what each scanner adds per iteration (figures 3, 4)
   --eval        mcpguard eval --json: APR, V-APR, FPR per config and per category (table 1)
-  --guard       BenchmarkGuard: p50, p95, p99 of the benign call per config
+  --guard       BenchmarkGuard: the benign call per config, its latency added
+                over direct and C0 (paired differences with intervals)
+  --run         key: value lines about the run (machine, commit, stage times),
+                shown at the top of the summary and the page
 
 Example: mcpguard report --std std.txt --cvm cvm.txt --eval eval.json --out report/`)
 	std := fs.String("std", "", "BenchmarkAgent output from the standard VM")
 	cvm := fs.String("cvm", "", "BenchmarkAgent output from the confidential VM")
 	fw := fs.String("firewall", "", "BenchmarkFirewall output")
 	guardBench := fs.String("guard", "", "BenchmarkGuard output")
+	runFile := fs.String("run", "", "`file` of key: value lines describing the run")
 	var evals listFlag
 	fs.Var(&evals, "eval", "mcpguard eval --json `file` (repeatable)")
 	filter := fs.String("agent-filter", "", "only agent sub-benchmarks matching this `regexp` in the CVM dashboard")
@@ -70,6 +75,11 @@ Example: mcpguard report --std std.txt --cvm cvm.txt --eval eval.json --out repo
 	}
 	if in.Guard, err = read(*guardBench); err != nil {
 		return err
+	}
+	if *runFile != "" {
+		if in.Run, err = report.ReadRun(*runFile); err != nil {
+			return err
+		}
 	}
 	for _, e := range evals {
 		reps, err := report.ReadEval(e)

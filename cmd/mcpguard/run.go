@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,11 +41,11 @@ const exitNotStarted = 5
 
 // guardFlags are the flags run and call share.
 type guardFlags struct {
-	config, policy, manifest, audit, server, l3 string
-	grace                                       time.Duration
-	maxMessage                                  int
-	vars                                        varsFlag
-	classifier                                  classify.Flags
+	config, policy, manifest, audit, server, l3, cwd string
+	grace                                            time.Duration
+	maxMessage                                       int
+	vars                                             varsFlag
+	classifier                                       classify.Flags
 }
 
 type varsFlag map[string]string
@@ -67,10 +68,27 @@ func (g *guardFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.audit, "audit", "", "append audit events (JSON lines) to `file`; - for stderr")
 	fs.StringVar(&g.server, "server", "", "server `name` for audit events (default: from the policy file or the command)")
 	fs.StringVar(&g.l3, "l3", "", "kernel backend for configs with L3: auto, ebpf or landlock")
+	fs.StringVar(&g.cwd, "cwd", "", "run the server in `dir`, and judge relative path arguments against it (default: the policy's workdir, else its first filesystem root)")
 	fs.DurationVar(&g.grace, "grace", guard.DefaultGrace, "time the server gets after EOF, and after SIGTERM, before the next step")
 	fs.IntVar(&g.maxMessage, "max-message", guard.DefaultMaxMessage, "largest JSON-RPC message in `bytes` (-1: no limit)")
 	g.classifier.Register(fs)
 	fs.Var(g.vars, "var", "`NAME=VALUE` for ${NAME} in policy files (repeatable; WS, HOME and TMP default to the working directory, $HOME and the temp dir)")
+}
+
+// openAudit opens the audit log --audit names: none, stderr (-) or a file
+// appended to; close releases the file.
+func openAudit(s stdio, file string) (*audit.Logger, func(), error) {
+	switch file {
+	case "":
+		return nil, func() {}, nil
+	case "-":
+		return audit.New(s.err), func() {}, nil
+	}
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open audit log: %w", err)
+	}
+	return audit.New(f), func() { f.Close() }, nil
 }
 
 // proxy builds the Proxy for server command argv; close releases the audit file.
@@ -78,20 +96,9 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 	if len(argv) == 0 {
 		return nil, nil, fmt.Errorf("%w: no server command after --", errUsage)
 	}
-	var (
-		logger *audit.Logger
-		closer = func() {}
-	)
-	switch g.audit {
-	case "":
-	case "-":
-		logger = audit.New(s.err)
-	default:
-		f, err := os.OpenFile(g.audit, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return nil, nil, fmt.Errorf("open audit log: %w", err)
-		}
-		logger, closer = audit.New(f), func() { f.Close() }
+	logger, closer, err := openAudit(s, g.audit)
+	if err != nil {
+		return nil, nil, err
 	}
 	vars := map[string]string{"HOME": os.Getenv("HOME"), "TMP": os.TempDir()}
 	if wd, err := os.Getwd(); err == nil {
@@ -115,13 +122,26 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 			server = filepath.Base(argv[0])
 		}
 	}
+	// L3 denials are explained as they happen (configs.Explainer); the
+	// kernel's reports reach it once the server runs, after x is set.
+	var x *configs.Explainer
+	dir := g.cwd
+	if dir != "" {
+		if dir, err = filepath.Abs(dir); err != nil {
+			closer()
+			return nil, nil, fmt.Errorf("%w: --cwd: %v", errUsage, err)
+		}
+	}
 	setup, err := configs.Build(g.config, configs.Options{
 		Server:       server,
 		PolicyFile:   g.policy,
 		ManifestFile: g.manifest,
 		Audit:        logger,
+		AuditFile:    g.audit,
 		L3:           g.l3,
 		Vars:         vars,
+		OnDenial:     func(e audit.Event) { x.Event(e) },
+		Dir:          dir,
 	})
 	if err != nil {
 		closer()
@@ -137,6 +157,7 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 		closer()
 		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
+	stages, stderr := setup.Stages, s.err
 	if setup.Sandbox != nil {
 		// Say which kernel backend enforces, and what it cannot stop, so
 		// that `--l3 auto` is never a silent choice.
@@ -145,16 +166,20 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 			msg += " (" + l + ")"
 		}
 		fmt.Fprintln(s.err, msg)
+		x = newExplainer(s, setup.Sandbox.Name())
+		stages = append(slices.Clip(stages), x.Stage())
+		stderr = io.MultiWriter(s.err, x)
 	}
 	return &guard.Proxy{
 		Command:     argv,
 		Server:      server,
 		Config:      setup.Name,
-		Stages:      setup.Stages,
+		Stages:      stages,
 		ServerHooks: setup.ServerHooks,
 		Prepare:     setup.Prepare,
 		Sandbox:     setup.Sandbox,
-		Stderr:      s.err,
+		Dir:         setup.Dir,
+		Stderr:      stderr,
 		Grace:       g.grace,
 		MaxMessage:  g.maxMessage,
 	}, closer, nil
@@ -178,6 +203,7 @@ closed), 1 for other errors, 2 for usage.`)
 	listen := fs.String("listen", "", "serve over Streamable HTTP on `address` (loopback) instead of stdio; see docs/gateway.md")
 	cpuProfile := fs.String("cpuprofile", "", "write the proxy's CPU profile to `file` when the session ends (go tool pprof)")
 	traceFile := fs.String("trace", "", "write the proxy's execution trace to `file` (go tool trace)")
+	warm := fs.Int("warm", 0, "with --listen: keep `n` sessions of the server started before clients ask for them")
 	flags, argv := splitDashes(args)
 	if err := fs.Parse(flags); err != nil {
 		return err
@@ -185,11 +211,14 @@ closed), 1 for other errors, 2 for usage.`)
 	if len(argv) == 0 && fs.NArg() > 0 {
 		argv = fs.Args() // tolerate a missing "--" when no flag follows
 	}
+	if *warm != 0 && *listen == "" {
+		return fmt.Errorf("%w: --warm needs --listen", errUsage)
+	}
 	if *listen != "" {
 		if g.classifier.Enabled() {
 			return fmt.Errorf("%w: --classifier does not work with --listen yet", errUsage)
 		}
-		return runListen(ctx, s, &g, argv, *listen)
+		return runListen(ctx, s, &g, argv, listenOptions{addr: *listen, warm: *warm, cpuProfile: *cpuProfile, trace: *traceFile})
 	}
 	p, closeAudit, err := g.proxy(s, argv)
 	if err != nil {
@@ -204,7 +233,7 @@ closed), 1 for other errors, 2 for usage.`)
 	// The server's last stderr, for the report when it exits under L3.
 	tail := &tailBuffer{max: 32 << 10}
 	if p.Sandbox != nil {
-		p.Stderr = io.MultiWriter(s.err, tail)
+		p.Stderr = io.MultiWriter(p.Stderr, tail)
 	}
 	if err := p.Serve(ctx, s.in, s.out); err != nil {
 		if errors.Is(err, guard.ErrServerExited) {

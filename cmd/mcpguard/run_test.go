@@ -200,3 +200,31 @@ func TestSpareProcs(t *testing.T) {
 	require.Equal(t, 3, spareProcs("", 2), "one P more than the runtime's default")
 	require.Equal(t, 2, spareProcs("2", 2), "an explicit GOMAXPROCS is kept")
 }
+
+// TestRunServerDir: the server runs in the directory relative paths are
+// judged against (the policy's workdir, or --cwd), not in the client's:
+// read_file("secret.txt") reads the workspace's file, never the one where
+// the client happens to be.
+func TestRunServerDir(t *testing.T) {
+	argv := buildServer(t, "careless")
+	ws := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "secret.txt"), []byte("the workspace's file"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "sub", "secret.txt"), []byte("sub's file"), 0o644))
+	policyFile, err := filepath.Abs("../../testdata/policies/careless.json")
+	require.NoError(t, err)
+	call := func(extra ...string) (int, string, string) {
+		// TMP is a write root of the policy: its own directory, so a
+		// checkout under /tmp is not inside it (the guard refuses a write
+		// root holding its policy).
+		args := append([]string{"call", "--config", "C-app", "--policy", policyFile, "--var", "WS=" + ws, "--var", "TMP=" + t.TempDir()}, extra...)
+		args = append(args, "--tool", "read_file", "--args", `{"path":"secret.txt"}`, "--")
+		return runIn(t, nil, append(args, append(argv, "--ws", ws)...)...)
+	}
+	code, stdout, stderr := call()
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "the workspace's file")
+	code, stdout, stderr = call("--cwd", filepath.Join(ws, "sub"))
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "sub's file")
+}

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mcpguard/mcpguard/internal/llm/server"
+	"github.com/mcpguard/mcpguard/lab/llm/server"
 )
 
 func cmdServeLLM(ctx context.Context, s stdio, args []string) error {

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpguard/mcpguard/internal/llm/server"
+	"github.com/mcpguard/mcpguard/lab/llm/server"
 )
 
 // lockedBuffer is a bytes.Buffer safe to write from the command and read

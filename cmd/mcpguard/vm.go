@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpguard/mcpguard/internal/vm"
+	"github.com/mcpguard/mcpguard/lab/vm"
 )
 
 // stringList is a repeatable string flag.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
-	"github.com/mcpguard/mcpguard/internal/stagetest"
+	"github.com/mcpguard/mcpguard/guard/internal/stagetest"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 

@@ -10,18 +10,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpguard/mcpguard/guard/configs"
-	"github.com/mcpguard/mcpguard/internal/eval"
-	"github.com/mcpguard/mcpguard/internal/servers"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/lab/eval"
+	"github.com/mcpguard/mcpguard/lab/servers"
 )
 
 // TestAgentBoundConformance runs the whole corpus under C-AB through the
 // real proxy and servers, with the harness's oracles deciding each case,
 // and checks case by case that the AgentBound-style manifest behaves as
 // designed: it refuses a call of every argument-visible attack (and the
-// attack does not happen), it refuses no call of an implementation-hidden
-// attack (the arguments show nothing; whether the attack then happens is
-// the oracle's business), and it refuses no benign call.
+// attack does not happen) but those the case marks manifest_blind (an
+// omitted argument, a secret, a path in an argument the manifest's
+// vocabulary does not take for one), of which it refuses none; it refuses
+// no call of an implementation-hidden attack (the arguments show nothing;
+// whether the attack then happens is the oracle's business), and it refuses
+// no benign call.
 func TestAgentBoundConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole corpus (about 30 s); skipped with -short")
@@ -49,7 +52,7 @@ func TestAgentBoundConformance(t *testing.T) {
 		t.Skipf("C-AB unavailable: %v", err)
 	}
 	require.NoError(t, err)
-	var visible, visibleBlocked, hidden, hiddenUntouched int
+	var visible, visibleBlocked, blind, hidden, hiddenUntouched int
 	for i, c := range cases {
 		res := results[i]
 		t.Run(c.ID, func(t *testing.T) {
@@ -64,6 +67,12 @@ func TestAgentBoundConformance(t *testing.T) {
 				if denied || res.Verdict != eval.Passed {
 					t.Errorf("benign case: verdict %s, denied calls %v (%v)", res.Verdict, res.Denied, res.CallErrors)
 				}
+			case res.Visible && c.ManifestBlind != "":
+				blind++
+				if denied {
+					t.Errorf("marked manifest_blind (%s) but C-AB refused calls %v: drop the note", c.ManifestBlind, res.Denied)
+				}
+				t.Logf("beyond the manifest (%s): verdict %s", c.ManifestBlind, res.Verdict)
 			case res.Visible:
 				visible++
 				if !denied || res.Verdict != eval.Blocked {
@@ -82,5 +91,6 @@ func TestAgentBoundConformance(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("C-AB: %d/%d argument-visible attacks refused; %d/%d hidden attacks not seen", visibleBlocked, visible, hiddenUntouched, hidden)
+	t.Logf("C-AB: %d/%d argument-visible attacks refused (%d more beyond the manifest); %d/%d hidden attacks not seen",
+		visibleBlocked, visible, blind, hiddenUntouched, hidden)
 }

@@ -9,19 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpguard/mcpguard/agent/firewall"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/classify"
-	"github.com/mcpguard/mcpguard/internal/llm/server"
+	"github.com/mcpguard/mcpguard/guard/classify/promptguard"
+	"github.com/mcpguard/mcpguard/lab/llm/server"
 )
 
 // BenchmarkHook is the hook's cost on a benign tool result, through
 // guard.Proxy with L2 in four sessions: the hook off ("off"); on with an
 // in-process classifier that passes everything at once ("inproc": the
 // hook's machinery alone, texts read and normalised, the slow path); on
-// against the scripted classifier (agent/llmtest, which answers at once:
+// against the scripted classifier (lab/llmtest, which answers at once:
 // the HTTP round trip and the client's JSON on top, "scripted"); and on
-// against the embedded model server (internal/llm/server, the small
+// against the embedded model server (lab/llm/server, the small
 // encoder doing real transformer arithmetic on synthetic weights: a
 // model's cost on top, "model"). Each round makes one call in each session,
 // in turn, so that all four see the same load; the metrics are per-call
@@ -42,9 +42,9 @@ func BenchmarkHook(b *testing.B) {
 			// The synthetic weights' scores mean nothing: the threshold is
 			// set above this text's score, so that it passes as a benign
 			// text passes a real model.
-			pgo := firewall.PromptGuardOptions{URL: hs.URL, Threshold: modelThreshold(b, hs.URL, text)}
+			pgo := promptguard.Options{URL: hs.URL}
 
-			o := classify.Options{Timeout: 30 * time.Second}
+			o := classify.Options{Timeout: 30 * time.Second, Threshold: modelThreshold(b, hs.URL, text)}
 			inproc := func(log *audit.Logger) *classify.Hook {
 				h, err := classify.New(classify.Options{Audit: log, Scanner: allow{}})
 				if err != nil {
@@ -98,28 +98,24 @@ func BenchmarkHook(b *testing.B) {
 // normalised, the slow path).
 type allow struct{}
 
-func (allow) Name() string { return "allow" }
-
-func (allow) Scan(context.Context, firewall.Message, []firewall.Message) (firewall.Decision, error) {
-	return firewall.Decision{Action: firewall.Allow}, nil
-}
+func (allow) Score(context.Context, string, float64) (float64, error) { return 0, nil }
 
 // modelThreshold returns a threshold above the model server's score for
 // text, as the hook sends it.
 func modelThreshold(b *testing.B, url, text string) float64 {
-	pg, err := firewall.NewPromptGuard(firewall.PromptGuardOptions{URL: url, Threshold: 1, OnError: firewall.ReturnError})
+	pg, err := promptguard.New(promptguard.Options{URL: url})
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := pg.Scan(context.Background(), firewall.Message{Role: firewall.RoleTool, Content: text}, nil)
+	score, err := pg.Score(context.Background(), text, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if d.Score >= 0.9 {
-		if d.Score >= 0.999 {
-			b.Fatalf("the synthetic model scores the benign text %.4f: no threshold lets it pass", d.Score)
+	if score >= 0.9 {
+		if score >= 0.999 {
+			b.Fatalf("the synthetic model scores the benign text %.4f: no threshold lets it pass", score)
 		}
-		return (d.Score + 1) / 2
+		return (score + 1) / 2
 	}
 	return 0.9
 }

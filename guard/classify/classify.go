@@ -1,7 +1,7 @@
 // Package classify is L2's optional classifier hook: where a pattern list
 // cannot decide (a paraphrased injection, one in a language or a wording no
 // pattern knows), it sends what the client would read from the server to a
-// PromptGuard-style classifier (agent/firewall's PromptGuard client: Hugging
+// PromptGuard-style classifier (the promptguard package's client: Hugging
 // Face text-embeddings-inference or vLLM serving a model such as
 // Llama-Prompt-Guard-2) and refuses what it scores as malicious, as L2
 // refuses a pattern hit: the same JSON-RPC error, rule and audit event.
@@ -23,7 +23,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpguard/mcpguard/agent/firewall"
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/validate"
@@ -33,18 +32,31 @@ import (
 // Options.Timeout is zero.
 const DefaultTimeout = 5 * time.Second
 
-// ErrNoScanner is returned by New without a scanner.
-var ErrNoScanner = errors.New("classify: no scanner")
+// DefaultThreshold is the malicious score at which the hook refuses when
+// Options.Threshold is zero.
+const DefaultThreshold = 0.9
+
+// ErrNoScanner is returned by New without a classifier.
+var ErrNoScanner = errors.New("classify: no classifier")
+
+// Scorer is a classifier: the highest malicious score in [0, 1] of a text,
+// stopping early once a part of it reaches stopAt. *promptguard.Client is
+// one.
+type Scorer interface {
+	Score(ctx context.Context, text string, stopAt float64) (float64, error)
+}
 
 // Options configures the hook.
 type Options struct {
 	// Server and Config name the session in audit events.
 	Server, Config string
 	Audit          *audit.Logger
-	// Scanner is the classifier, normally a *firewall.PromptGuard made with
-	// OnError: firewall.ReturnError, so that the hook's own error policy
-	// (FailOpen) applies and its audit reason says the classifier failed.
-	Scanner firewall.Scanner
+	// Scanner is the classifier, normally a *promptguard.Client. Its
+	// failures are errors, so that the hook's own error policy (FailOpen)
+	// applies and its audit reason says the classifier failed.
+	Scanner Scorer
+	// Threshold refuses at a malicious score >= it (zero: DefaultThreshold).
+	Threshold float64
 	// FailOpen passes a message when the classifier fails (down, slow,
 	// garbage). The default, false, fails closed: the message is refused
 	// as a malicious one would be.
@@ -72,6 +84,9 @@ func New(o Options) (*Hook, error) {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.Threshold <= 0 {
+		o.Threshold = DefaultThreshold
 	}
 	return &Hook{o: o, passed: map[string]bool{}, blocked: map[string]string{}}, nil
 }
@@ -102,15 +117,15 @@ func (h *Hook) judge(ctx context.Context, what, tool string, texts []string) ver
 	content := strings.Join(validate.Readings(strings.Join(readings, "\n")), "\n\n")
 	ctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
 	defer cancel()
-	d, err := h.o.Scanner.Scan(ctx, firewall.Message{Role: firewall.RoleTool, ToolName: tool, Content: content}, nil)
+	score, err := h.o.Scanner.Score(ctx, content, h.o.Threshold)
+	if score >= h.o.Threshold {
+		return verdict{refuse: true, reason: fmt.Sprintf("%s carries a prompt injection (classifier promptguard: malicious score %.3f >= %.2f)", what, score, h.o.Threshold)}
+	}
 	if err != nil {
 		if h.o.FailOpen {
 			return verdict{failed: true, reason: fmt.Sprintf("the classifier failed on %s; passed unjudged (fail-open): %v", what, err)}
 		}
 		return verdict{refuse: true, failed: true, reason: fmt.Sprintf("the classifier failed on %s; refused (fail-closed): %v", what, err)}
-	}
-	if d.Action == firewall.Block {
-		return verdict{refuse: true, reason: fmt.Sprintf("%s carries a prompt injection (classifier %s: %s)", what, d.Scanner, d.Reason)}
 	}
 	return verdict{}
 }

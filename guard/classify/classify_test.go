@@ -17,15 +17,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpguard/mcpguard/agent/firewall"
-	"github.com/mcpguard/mcpguard/agent/llmtest"
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/classify"
+	"github.com/mcpguard/mcpguard/guard/classify/promptguard"
 	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/guard/jsonrpc"
 	"github.com/mcpguard/mcpguard/guard/validate"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/lab/llmtest"
 )
 
 // The test binary doubles as the MCP server behind the proxy: with
@@ -117,7 +117,7 @@ func testServer(in io.Reader, out io.Writer) int {
 	return 0
 }
 
-// classifier starts the scripted classifier (agent/llmtest, the endpoint
+// classifier starts the scripted classifier (lab/llmtest, the endpoint
 // the agent-side firewall is tested against): it scores texts holding
 // marker as malicious, and blocks on texts holding "slow" until release
 // is closed.
@@ -145,12 +145,12 @@ func classifier(t testing.TB) (*llmtest.Server, chan struct{}) {
 }
 
 func newHook(t testing.TB, url string, o classify.Options) *classify.Hook {
-	return newHookPG(t, firewall.PromptGuardOptions{URL: url}, o)
+	return newHookPG(t, promptguard.Options{URL: url}, o)
 }
 
-func newHookPG(t testing.TB, pgo firewall.PromptGuardOptions, o classify.Options) *classify.Hook {
-	pgo.Timeout, pgo.OnError = o.Timeout, firewall.ReturnError
-	pg, err := firewall.NewPromptGuard(pgo)
+func newHookPG(t testing.TB, pgo promptguard.Options, o classify.Options) *classify.Hook {
+	pgo.Timeout = o.Timeout
+	pg, err := promptguard.New(pgo)
 	require.NoError(t, err)
 	o.Scanner = pg
 	if o.Server == "" {
@@ -199,12 +199,12 @@ func (s *syncBuffer) events(t testing.TB) []audit.Event {
 // start runs the proxy with L2 (validate's stage and server hook, as C-app
 // has them) and, when url is not "", the classifier hook stacked on it.
 func start(t testing.TB, url string, o classify.Options, env ...string) *session {
-	return startPG(t, firewall.PromptGuardOptions{URL: url}, o, env...)
+	return startPG(t, promptguard.Options{URL: url}, o, env...)
 }
 
 // startPG is start with the classifier client's options (off when
 // pgo.URL is "").
-func startPG(t testing.TB, pgo firewall.PromptGuardOptions, o classify.Options, env ...string) *session {
+func startPG(t testing.TB, pgo promptguard.Options, o classify.Options, env ...string) *session {
 	if pgo.URL == "" {
 		return startHook(t, nil, env...)
 	}
@@ -303,10 +303,13 @@ func call(id int, tool, text string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args)
 }
 
-// serverLine is what testServer writes for an echo of text with id.
+// serverLine is what the client gets when testServer echoes text with
+// id and nothing changes it: the canonical encoding of the server's line
+// (the server writes it with spaces).
 func serverLine(id int, text string) string {
 	q, _ := json.Marshal(text)
-	return fmt.Sprintf(`{"jsonrpc":"2.0",  "id":%d, "result":{ "content":[{"type":"text","text":%s}],"isError":false }}`, id, q)
+	line := fmt.Sprintf(`{"jsonrpc":"2.0",  "id":%d, "result":{ "content":[{"type":"text","text":%s}],"isError":false }}`, id, q)
+	return string(jsonrpc.AppendCanonical(nil, []byte(line)))
 }
 
 func denial(t testing.TB, line string) guard.Denial {
@@ -329,7 +332,7 @@ func TestBenignResultIsForwardedByteForByte(t *testing.T) {
 	s.ready()
 	before := srv.ClassifyCalls()
 	s.send(call(1, "echo", benign))
-	assert.Equal(t, serverLine(1, benign), s.next(), "the server's own bytes")
+	assert.Equal(t, serverLine(1, benign), s.next(), "the server's answer, unchanged but for its encoding")
 	assert.Greater(t, srv.ClassifyCalls(), before, "the result went to the classifier")
 	assert.Empty(t, s.audit.events(t))
 }

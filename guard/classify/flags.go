@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcpguard/mcpguard/agent/firewall"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/classify/promptguard"
 	"github.com/mcpguard/mcpguard/guard/configs"
 )
 
@@ -28,7 +28,7 @@ type Flags struct {
 // Register adds the switches to fs.
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.URL, "classifier", "", "L2's classifier hook: the base `URL` of a PromptGuard-style classifier (text-embeddings-inference /predict, or vLLM /classify with --classifier-api vllm); off when empty")
-	fs.StringVar(&f.API, "classifier-api", string(firewall.TEI), "the classifier's API: tei or vllm")
+	fs.StringVar(&f.API, "classifier-api", string(promptguard.TEI), "the classifier's API: tei or vllm")
 	fs.Float64Var(&f.Threshold, "classifier-threshold", 0.9, "refuse at a malicious score >= this (0 < X <= 1)")
 	fs.DurationVar(&f.Timeout, "classifier-timeout", DefaultTimeout, "bound on the classifier's verdict on one message")
 	fs.BoolVar(&f.FailOpen, "classifier-fail-open", false, "pass messages when the classifier fails or times out (default: refuse them)")
@@ -50,14 +50,11 @@ func (f *Flags) Apply(s *configs.Setup, server string, log *audit.Logger) error 
 	if f.Timeout <= 0 {
 		return fmt.Errorf("%w: --classifier-timeout must be positive", ErrBadFlag)
 	}
-	pg, err := firewall.NewPromptGuard(firewall.PromptGuardOptions{
-		URL: f.URL, API: firewall.ClassifierAPI(f.API), Threshold: f.Threshold,
-		Timeout: f.Timeout, OnError: firewall.ReturnError,
-	})
+	pg, err := promptguard.New(promptguard.Options{URL: f.URL, API: promptguard.API(f.API), Timeout: f.Timeout})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadFlag, err)
 	}
-	h, err := New(Options{Server: server, Config: s.Name, Audit: log, Scanner: pg, FailOpen: f.FailOpen, Timeout: f.Timeout})
+	h, err := New(Options{Server: server, Config: s.Name, Audit: log, Scanner: pg, Threshold: f.Threshold, FailOpen: f.FailOpen, Timeout: f.Timeout})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package configs
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/mcpguard/mcpguard/guard/agentbound"
@@ -16,7 +18,7 @@ func buildApp(o Options, s *Setup) error {
 	if o.PolicyFile == "" {
 		return errors.New("L1 needs a policy file (--policy)")
 	}
-	p, err := policy.LoadWithOverrides(o.PolicyFile, o.Vars)
+	p, err := loadPolicy(o, s)
 	if err != nil {
 		return err
 	}
@@ -26,7 +28,8 @@ func buildApp(o Options, s *Setup) error {
 	}
 	lo := policy.LayerOptions{Server: o.Server, Config: s.Name, Audit: o.Audit}
 	vo := validate.Options{Server: o.Server, Config: s.Name, Audit: o.Audit,
-		Waived: e.Waived, Pinned: e.Pinned}
+		Waived: e.Waived, Pinned: e.Pinned, AllowMethods: p.Protocol.AllowMethods,
+		Confine: confine(e), InRoots: inRoots(e), Fetch: fetch(e)}
 	s.Stages = append(s.Stages, policy.Stage(e, lo), validate.Stage(vo))
 	s.ServerHooks = append(s.ServerHooks, validate.ServerHook(vo))
 	s.Prepare = append(s.Prepare, policy.EnvFilter(p, lo))
@@ -45,4 +48,53 @@ func buildAB(o Options, s *Setup) error {
 	s.Stages = append(s.Stages, agentbound.Stage(agentbound.NewChecker(m),
 		agentbound.LayerOptions{Server: o.Server, Config: s.Name, Audit: o.Audit}))
 	return nil
+}
+
+// confine judges elicitation form values as L1 judges a prompt's
+// arguments: values that name files or URLs are confined to the policy's
+// roots and network list, and every value is scanned for secrets and
+// environment references as a tool argument is.
+func confine(e *policy.Engine) func(context.Context, map[string]any) (string, string) {
+	return func(ctx context.Context, values map[string]any) (string, string) {
+		params, err := json.Marshal(map[string]any{"arguments": values})
+		if err != nil {
+			return policy.RuleParamsMalformed, "the values cannot be encoded"
+		}
+		if v := e.CheckRequest(ctx, "prompts/get", params); v != nil {
+			return v.Rule, v.Reason
+		}
+		return "", ""
+	}
+}
+
+// inRoots says why a root the client offers is outside the policy's read
+// roots (policy's resource check: a file: URI confined as a read path).
+func inRoots(e *policy.Engine) func(context.Context, string) string {
+	return func(ctx context.Context, uri string) string {
+		if !validate.IsFileURI(uri) {
+			return "a root must be a file: URI"
+		}
+		return resourceReason(ctx, e, uri)
+	}
+}
+
+// fetch says why the client may not fetch a URL for the server (an icon,
+// a URL-mode elicitation): it is a resource the server names, confined as
+// a resource URI is (http(s) to the network allow-list, file: to the read
+// roots).
+func fetch(e *policy.Engine) func(context.Context, string) string {
+	return func(ctx context.Context, uri string) string { return resourceReason(ctx, e, uri) }
+}
+
+// resourceReason says why the policy does not admit uri as a resource
+// (L1's resources/read check), or "".
+func resourceReason(ctx context.Context, e *policy.Engine, uri string) string {
+	params, err := json.Marshal(map[string]string{"uri": uri})
+	if err != nil {
+		return "the URI cannot be encoded"
+	}
+	if v := e.CheckRequest(ctx, "resources/read", params); v != nil {
+		return v.Reason
+	}
+	return ""
 }

@@ -6,10 +6,14 @@ package configs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
+	"path/filepath"
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/policy"
+	"github.com/mcpguard/mcpguard/guard/runtime"
 )
 
 // Sentinel errors; callers branch on them (the eval harness skips a config
@@ -51,6 +55,26 @@ type Options struct {
 	// Vars expands ${NAME} placeholders in policy and manifest files (the
 	// eval harness sets WS, HOME and TMP for each case).
 	Vars map[string]string
+	// OnDenial, when set, is called with each L3 denial as the kernel
+	// reports it while the server runs (BPF LSM's ring buffer, Landlock's
+	// audit records), for `run` to explain it then.
+	OnDenial func(audit.Event)
+	// Dir is the directory the server runs in (`run --cwd`). Empty: the
+	// policy's workdir, else its first filesystem root. Relative path
+	// arguments are judged against exactly Setup.Dir.
+	Dir string
+	// AuditFile is the audit log's path, if it is a file: it must not lie
+	// under a write root (policy.CheckGuardFiles).
+	AuditFile string
+	// Report receives the L3 backends' session change report besides the
+	// audit log (package guard/changes); nil is stderr.
+	Report io.Writer
+	// RuntimeCache keeps what L3's runtime resolver learned from its
+	// confined helpers across the sessions of this process, while the
+	// files it came from are unchanged (runtime.Cache: the eval harness
+	// and the gateway start the same servers many times); nil keeps
+	// nothing.
+	RuntimeCache *runtime.Cache
 }
 
 // Setup is a built config, ready for the proxy.
@@ -67,6 +91,10 @@ type Setup struct {
 	Prepare []func(*exec.Cmd) error
 	// Sandbox is the L3 backend, nil when the config has none.
 	Sandbox guard.Sandbox
+	// Dir is the directory the proxy must start the server in
+	// (guard.Proxy.Dir): the one relative path arguments are judged
+	// against. Empty: the proxy's own (no policy names one).
+	Dir string
 }
 
 // Build returns the setup for config name. A config whose layers cannot run
@@ -75,7 +103,7 @@ type Setup struct {
 func Build(name string, o Options) (*Setup, error) {
 	switch name {
 	case C0:
-		return &Setup{Name: C0}, nil
+		return &Setup{Name: C0, Dir: o.Dir}, nil
 	case CAB:
 		return combine(name, o, buildAB)
 	case CApp:
@@ -96,7 +124,7 @@ func Build(name string, o Options) (*Setup, error) {
 type builder func(o Options, s *Setup) error
 
 func combine(name string, o Options, parts ...builder) (*Setup, error) {
-	s := &Setup{Name: name}
+	s := &Setup{Name: name, Dir: o.Dir}
 	for _, b := range parts {
 		if err := b(o, s); err != nil {
 			if s.Sandbox != nil {
@@ -106,4 +134,37 @@ func combine(name string, o Options, parts ...builder) (*Setup, error) {
 		}
 	}
 	return s, nil
+}
+
+// loadPolicy loads the server's policy with its overrides, as every layer
+// that uses it does: the directory the server runs in decided (Options.Dir,
+// else the policy's workdir, else its first filesystem root), the policy's
+// workdir set to exactly it (relative paths are judged against the
+// directory the server resolves them in), and a policy whose write roots
+// reach the guard's own files refused.
+func loadPolicy(o Options, s *Setup) (*policy.Policy, error) {
+	p, err := policy.LoadWithOverrides(o.PolicyFile, o.Vars)
+	if err != nil {
+		return nil, err
+	}
+	if err := policy.CheckGuardFiles(p, policy.GuardFiles(o.PolicyFile, o.AuditFile)); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", o.PolicyFile, err)
+	}
+	dir := o.Dir
+	switch {
+	case dir != "":
+	case p.Workdir != "":
+		dir = p.Workdir
+	case len(p.Filesystem.Read) > 0:
+		dir = p.Filesystem.Read[0]
+	case len(p.Filesystem.Write) > 0:
+		dir = p.Filesystem.Write[0]
+	}
+	if dir != "" {
+		if !filepath.IsAbs(dir) {
+			return nil, fmt.Errorf("server directory %q is not absolute", dir)
+		}
+		p.Workdir, s.Dir = dir, dir
+	}
+	return p, nil
 }

@@ -1,13 +1,16 @@
 package configs
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/egress"
 	"github.com/mcpguard/mcpguard/guard/runtime"
 )
 
@@ -20,8 +23,9 @@ type Denial struct {
 	// Target is the path or host:port.
 	Target string
 	// From says where the denial was seen: "kernel" (the BPF backend's
-	// ring buffer) or "server stderr" (what the server printed; Landlock
-	// without kernel audit access tells no one).
+	// ring buffer, Landlock's audit records), "egress filter" (the
+	// server's one way out, package egress) or "server stderr" (what the
+	// server printed; Landlock without kernel audit access tells no one).
 	From string
 	// Allow is the policy line that would allow it.
 	Allow string
@@ -43,55 +47,128 @@ func Denials(events []audit.Event, stderr []byte, max int) []Denial {
 		out = append(out, d)
 	}
 	for _, e := range events {
-		if e.Layer != "L3" || e.Decision != audit.Deny {
-			continue
+		if d, ok := eventDenial(e); ok {
+			add(d)
 		}
-		kind := "open"
-		switch {
-		case strings.Contains(e.Rule, "exec"):
-			kind = "exec"
-		case strings.Contains(e.Rule, "net"):
-			kind = "connect"
-		case strings.Contains(e.Reason, "for write"), strings.Contains(e.Rule, "write"), strings.Contains(e.Rule, "protected"):
-			kind = "write"
-		}
-		add(Denial{Kind: kind, Target: e.Target, From: "kernel"})
 	}
-	for _, m := range stderrDenial.FindAllSubmatch(stderr, -1) {
-		kind, target := "open", ""
+	for _, d := range textDenials(stderr, "server stderr") {
+		add(d)
+	}
+	return out
+}
+
+// eventDenial is the Denial of an L3 audit event (a kernel denial).
+func eventDenial(e audit.Event) (Denial, bool) {
+	if e.Layer != "L3" || e.Decision != audit.Deny {
+		return Denial{}, false
+	}
+	kind := "open"
+	switch {
+	case strings.Contains(e.Rule, "exec"):
+		kind = "exec"
+	case strings.Contains(e.Rule, "net"):
+		kind = "connect"
+	case strings.Contains(e.Reason, "for write"), strings.Contains(e.Rule, "write"), strings.Contains(e.Rule, "protected"):
+		kind = "write"
+	}
+	from := "kernel"
+	if egress.FromFilter(e) {
+		from = "egress filter"
+	}
+	return Denial{Kind: kind, Target: e.Target, From: from}, true
+}
+
+// textDenials reads the refusals a server printed or answered (stderr, a
+// tool's error), each as a Denial without its allow line.
+func textDenials(b []byte, from string) []Denial {
+	var out []Denial
+	for _, m := range stderrDenial.FindAllSubmatch(b, -1) {
+		kind, target, missing := "open", "", false
 		for i, name := range stderrDenial.SubexpNames() {
 			if len(m[i]) == 0 {
 				continue
 			}
 			switch name {
-			case "write":
+			case "nf", "pynf", "gonf":
+				missing = true
+			case "nfpath", "pynfpath", "gonfpath":
+				target = string(m[i])
+			case "write", "rofs", "pyrofs", "shrofs", "gowrite", "gorofs":
 				kind = "write"
 			case "exec":
 				kind = "exec"
 			case "conn":
 				kind = "connect"
-			case "path", "mod", "conn_target", "epath", "spath":
+			case "path", "mod", "conn_target", "epath", "spath", "rpath", "ropath", "gpath":
 				target = string(m[i])
 			}
 		}
 		if kind != "connect" && !filepath.IsAbs(target) {
 			continue
 		}
-		add(Denial{Kind: kind, Target: target, From: "server stderr"})
+		src := from
+		if kind == "open" && !missing && created(target) {
+			kind = "write"
+		}
+		if missing {
+			var ok bool
+			if kind, ok = hidden(target); !ok {
+				continue
+			}
+			src += ", hidden from the server"
+		}
+		out = append(out, Denial{Kind: kind, Target: target, From: src})
 	}
 	return out
 }
 
+// hidden tells a path the server did not find, but the guard's host has,
+// from one that does not exist: an existing file was hidden from an open
+// ("open"), a file to create in an existing directory from a write
+// ("write").
+func hidden(p string) (kind string, ok bool) {
+	if _, err := os.Lstat(p); err == nil {
+		return "open", true
+	}
+	if fi, err := os.Stat(filepath.Dir(p)); err == nil && fi.IsDir() {
+		return "write", true
+	}
+	return "", false
+}
+
+// created tells a refused open of a path that does not exist from a read:
+// the kernel answers a read of a missing file ENOENT whatever the rules,
+// so a permission error for one whose directory exists was a create.
+func created(p string) bool {
+	if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	fi, err := os.Stat(filepath.Dir(p))
+	return err == nil && fi.IsDir()
+}
+
 // stderrDenial matches the refusals interpreters print: node's "EACCES:
-// permission denied, open '/x'" and "Cannot find module '/x'", Python's
-// "PermissionError: [Errno 13] Permission denied: '/x'", a shell's
-// "cat: /x: Permission denied", a refused connect "connect EACCES 1.2.3.4:443".
+// permission denied, open '/x'" (and EROFS, what the launcher's read-only
+// mounts answer a write outside the write roots) and "Cannot find module
+// '/x'", Python's "PermissionError: [Errno 13] Permission denied: '/x'"
+// (and [Errno 30] Read-only file system), a shell's "cat: /x: Permission
+// denied", Go's "open /x: permission denied", a refused connect
+// "connect EACCES 1.2.3.4:443".
 var stderrDenial = regexp.MustCompile(
-	`(?:E(?:ACCES|PERM): (?:permission denied|operation not permitted), (?:(?P<write>mkdir|rename|unlink|rmdir|copyfile)|(?P<exec>spawn)|open|scandir|stat|lstat|access|realpath|readlink|opendir) '(?P<path>[^']+)')` +
+	`(?:E(?:ACCES|PERM): (?:permission denied|operation not permitted), (?:(?P<write>mkdir|rename|unlink|rmdir|copyfile|symlink|link|chmod|utime)|(?P<exec>spawn)|open|scandir|stat|lstat|access|realpath|readlink|opendir) '(?P<path>[^']+)')` +
+		`|(?:(?P<rofs>EROFS): read-only file system, \w+ '(?P<rpath>[^']+)')` +
 		`|(?:Cannot find (?:module|package) '(?P<mod>/[^']+)')` +
 		`|(?:\[Errno (?:13|1)\] (?:Permission denied|Operation not permitted): '(?P<epath>[^']+)')` +
+		`|(?:\[Errno (?P<pyrofs>30)\] Read-only file system: '(?P<ropath>[^']+)')` +
 		`|(?:(?P<conn>connect) E(?:ACCES|PERM|CONNREFUSED) (?P<conn_target>[0-9a-fA-F.:\[\]]+))` +
-		`|(?:: (?:cannot (?:open|create) |can't (?:open|create) )?(?P<spath>/[^:\n]+): Permission denied)`)
+		`|(?:: (?:cannot (?:open|create) |can't (?:open|create) )?(?P<spath>/[^:\n]+): (?:Permission denied|(?P<shrofs>Read-only file system)))` +
+		`|(?:(?:open|stat|lstat|(?P<gowrite>mkdir|remove|rename|symlink|link|chmod|truncate)) (?P<gpath>/[^:\n]+): (?:permission denied|operation not permitted|(?P<gorofs>read-only file system)))` +
+		// Not found: under a root proxy the launcher's mount namespace
+		// hides what the policy does not grant (textDenials keeps only
+		// paths that exist on the host).
+		`|(?:(?P<nf>ENOENT): no such file or directory, \w+ '(?P<nfpath>/[^']+)')` +
+		`|(?:\[Errno (?P<pynf>2)\] No such file or directory: '(?P<pynfpath>/[^']+)')` +
+		`|(?:(?:open|stat|lstat|mkdir) (?P<gonfpath>/[^:\n]+): (?P<gonf>no such file or directory))`)
 
 // allowLine is the policy line that would allow one denial. Code (what an
 // interpreter loads) is a runtime grant; anything else is data, for the
@@ -107,7 +184,11 @@ func allowLine(kind, target string) string {
 		}
 		return fmt.Sprintf(`"network": {"allow": [{"host": %q, "ports": [%s]}]}`, host, port)
 	case "write":
-		return fmt.Sprintf(`"filesystem": {"write": [%q]}`, dataRoot(target))
+		d := dataRoot(target)
+		if home, err := os.UserHomeDir(); err == nil && d == filepath.Clean(home) {
+			return fmt.Sprintf("no policy line: %s is the home directory, never a write root (mcpguard's own policy and audit log are there); give the server a directory of its own for what it writes there (its state path under ~/.NAME/), and grant that", d)
+		}
+		return fmt.Sprintf(`"filesystem": {"write": [%q]}`, d)
 	}
 	if runtime.IsCode(target) {
 		return fmt.Sprintf(`"runtime": {"read": [%q]}`, runtime.CodeRoot(target))

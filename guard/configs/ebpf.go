@@ -3,8 +3,6 @@ package configs
 import (
 	"errors"
 	"fmt"
-
-	"github.com/mcpguard/mcpguard/guard/policy"
 )
 
 // buildEBPF adds the BPF LSM sandbox (L3): the server's policy compiled
@@ -21,7 +19,7 @@ func buildEBPF(o Options, s *Setup) error {
 	if o.PolicyFile == "" {
 		return errors.New("L3 ebpf: no policy file")
 	}
-	p, err := policy.LoadWithOverrides(o.PolicyFile, o.Vars)
+	p, err := loadPolicy(o, s)
 	if err != nil {
 		return fmt.Errorf("L3 ebpf: %w", err)
 	}

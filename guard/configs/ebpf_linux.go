@@ -11,9 +11,12 @@ import (
 // newEBPF starts the BPF LSM sandbox for p (package sandbox, Linux only).
 func newEBPF(p *policy.Policy, o Options, config string) (guard.Sandbox, error) {
 	sb, err := sandbox.New(context.Background(), p, sandbox.Options{
-		Server: o.Server,
-		Config: config,
-		Audit:  o.Audit,
+		Server:       o.Server,
+		Config:       config,
+		Audit:        o.Audit,
+		Report:       o.Report,
+		OnDenial:     o.OnDenial,
+		RuntimeCache: o.RuntimeCache,
 	})
 	if err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/mcpguard/mcpguard/guard/landlock"
-	"github.com/mcpguard/mcpguard/guard/policy"
 )
 
 // Configs on the Landlock backend, beside the study's six: the same L3
@@ -60,11 +59,12 @@ func buildLandlock(o Options, s *Setup, lo landlock.Options) error {
 	if o.PolicyFile == "" {
 		return errors.New("L3 (landlock) needs a policy file (--policy)")
 	}
-	p, err := policy.LoadWithOverrides(o.PolicyFile, o.Vars)
+	p, err := loadPolicy(o, s)
 	if err != nil {
 		return err
 	}
-	lo.Audit, lo.Server, lo.Config = o.Audit, o.Server, s.Name
+	lo.Audit, lo.Server, lo.Config, lo.Report, lo.OnDenial = o.Audit, o.Server, s.Name, o.Report, o.OnDenial
+	lo.RuntimeCache = o.RuntimeCache
 	sb, err := landlock.New(p, lo)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -114,6 +114,11 @@ func (r *Reader) More() bool {
 // Writer writes newline-delimited messages; it is safe for concurrent use
 // and never interleaves two messages.
 type Writer struct {
+	// Canonical makes WriteMessage write the canonical encoding of what it
+	// encodes (AppendCanonical). Write and Queue send their bytes as they
+	// are: the caller forwards what it judged.
+	Canonical bool
+
 	mu sync.Mutex
 	w  io.Writer
 	q  []byte // queued messages, each with its newline
@@ -195,6 +200,9 @@ func (w *Writer) WriteMessage(m *Message) error {
 	b, err := m.Marshal()
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
+	}
+	if w.Canonical {
+		b = AppendCanonical(make([]byte, 0, len(b)), b)
 	}
 	return w.Write(b)
 }

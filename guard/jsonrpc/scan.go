@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
@@ -36,6 +37,18 @@ var (
 	ErrBadMethod = errors.New("method must be a non-empty string")
 	// ErrBadError: error is not an object.
 	ErrBadError = errors.New("error must be an object")
+	// ErrLineBreak: a CR inside a message (Scanner.Strict). In JSON it can
+	// only be whitespace between tokens, and the readers MCP servers and
+	// clients use (Python's universal newlines, Node's readline) end a line
+	// there: they would read two messages where the guard read one.
+	ErrLineBreak = errors.New("carriage return inside a message (readers split lines there)")
+	// ErrMixedKinds: a message with the members of two kinds (a method
+	// and a result or an error, or a result and an error; Scanner.Strict).
+	// Readers pick one by their own order: the TypeScript SDK refuses the
+	// message, Python's pydantic union takes the first kind that fits, a
+	// client that looks for "result" first reads a request's result as the
+	// answer to its own request, which the guard judged as something else.
+	ErrMixedKinds = errors.New("message has the members of two kinds (method, result, error): readers differ on which it is")
 )
 
 // SyntaxError is malformed JSON: the message cannot be read at all.
@@ -74,6 +87,10 @@ type Envelope struct {
 	Name, Arguments, URI Span
 	// MethodName is the method, unescaped ("" when absent).
 	MethodName string
+	// Canonical reports that the line is already in the canonical
+	// encoding (see AppendCanonical): no whitespace between tokens, and
+	// every string escaped exactly as AppendCanonical escapes it.
+	Canonical bool
 }
 
 // Scanner reads messages in one pass: it checks the JSON grammar, UTF-8,
@@ -82,6 +99,12 @@ type Envelope struct {
 // reused from message to message so that its buffers are; it is not safe
 // for concurrent use.
 type Scanner struct {
+	// Strict refuses a CR anywhere in the message (ErrLineBreak): the
+	// guard judges what it forwards, and a reader that ends lines at a CR
+	// would read something else. Off, a CR is whitespace (a byte relay
+	// judges nothing).
+	Strict bool
+
 	b     []byte
 	pos   int
 	depth int
@@ -93,13 +116,20 @@ type Scanner struct {
 	errOff  int
 	idBad   bool // the id cannot be trusted for the reply (duplicated, or broken)
 	version bool // "jsonrpc": "2.0" was there
+	recode  bool // the line is not in the canonical encoding
 }
 
-// keyRef is a key of an open object: b[off:end], or arena[off:end].
+// keyRef is a key of an open object: b[off:off+n], or arena[off:off+n]
+// when n has arenaBit. Eight bytes, so that a wide object's keys cost
+// less than the object (every key takes at least five bytes of it).
 type keyRef struct {
-	off, end int
-	arena    bool
+	off, n uint32
 }
+
+const arenaBit = 1 << 31
+
+// maxScan is the largest message the Scanner indexes (keyRef's offsets).
+const maxScan = arenaBit - 1
 
 // member names the guard reads, in the envelope and in params.
 type member uint8
@@ -140,14 +170,17 @@ const (
 // Errors: *SyntaxError for malformed JSON, or one wrapping ErrNotObject,
 // ErrInvalidUTF8, ErrLoneSurrogate, ErrDuplicateKey, ErrCaseKey,
 // ErrTooDeep, ErrBadVersion, ErrBadID, ErrBadMethod, ErrBadError,
-// ErrNoMethodOrResult.
+// ErrNoMethodOrResult, and under Strict ErrLineBreak and ErrMixedKinds.
 func (s *Scanner) Scan(line []byte) (Envelope, error) {
 	s.b, s.pos, s.depth = line, 0, 0
 	s.keys, s.arena = s.keys[:0], s.arena[:0]
 	s.env = Envelope{}
-	s.err, s.errOff, s.idBad, s.version = nil, 0, false, false
+	s.err, s.errOff, s.idBad, s.version, s.recode = nil, 0, false, false, false
 	defer func() { s.b = nil }()
 
+	if len(line) > maxScan {
+		return Envelope{}, fmt.Errorf("%w: over %d bytes", ErrTooLarge, maxScan)
+	}
 	s.ws()
 	if s.pos == len(s.b) {
 		return Envelope{}, ErrNotObject
@@ -178,7 +211,35 @@ func (s *Scanner) Scan(line []byte) (Envelope, error) {
 	if s.err != nil {
 		return env, fmt.Errorf("%w at offset %d", s.err, s.errOff)
 	}
+	env.Canonical = !s.recode
 	return s.check(env)
+}
+
+// Value reads one JSON value (not a message) with the same checks as
+// Scan: the grammar, UTF-8, escapes, nesting, and duplicate and
+// case-variant keys in every object. A layer that rewrites part of a
+// message checks its output with it.
+func (s *Scanner) Value(v []byte) error {
+	s.b, s.pos, s.depth = v, 0, 0
+	s.keys, s.arena = s.keys[:0], s.arena[:0]
+	s.env = Envelope{}
+	s.err, s.errOff, s.idBad, s.version, s.recode = nil, 0, false, false, false
+	defer func() { s.b = nil }()
+	s.ws()
+	err := s.value()
+	if err == nil {
+		s.ws()
+		if s.pos != len(s.b) {
+			err = s.syntax("data after the value")
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if s.err != nil {
+		return fmt.Errorf("%w at offset %d", s.err, s.errOff)
+	}
+	return nil
 }
 
 // check applies JSON-RPC's rules to a well-formed envelope.
@@ -210,6 +271,10 @@ func (s *Scanner) check(env Envelope) (Envelope, error) {
 			return env, ErrBadError
 		}
 	}
+	if s.Strict && (env.Method.Present() && (env.Result.Present() || env.Error.Present()) ||
+		env.Result.Present() && env.Error.Present()) {
+		return env, ErrMixedKinds
+	}
 	switch {
 	case env.Method.Present() && env.ID.Present():
 		env.Kind = KindRequest
@@ -238,8 +303,14 @@ func (s *Scanner) later(err error, off int) {
 func (s *Scanner) ws() {
 	for s.pos < len(s.b) {
 		switch s.b[s.pos] {
-		case ' ', '\t', '\n', '\r':
+		case '\r':
+			if s.Strict {
+				s.later(ErrLineBreak, s.pos)
+			}
+			fallthrough
+		case ' ', '\t', '\n':
 			s.pos++
+			s.recode = true
 		default:
 			return
 		}
@@ -359,6 +430,9 @@ func (s *Scanner) str() (esc bool, err error) {
 		if r == utf8.RuneError && size == 1 {
 			s.later(ErrInvalidUTF8, i)
 		}
+		if escapedRune(r) {
+			s.recode = true
+		}
 		i += size
 	}
 	s.pos = i
@@ -382,13 +456,19 @@ func (s *Scanner) escape(i int) (int, error) {
 		return 0, s.syntax("unterminated string")
 	}
 	switch b[i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
+		return 2, nil
+	case '/':
+		s.recode = true
 		return 2, nil
 	case 'u':
 		r, ok := hex4(b, i+2)
 		if !ok {
 			s.pos = i
 			return 0, s.syntax(`invalid \u escape`)
+		}
+		if !canonicalEscape(b[i+2:i+6], r) {
+			s.recode = true
 		}
 		switch {
 		case r >= 0xD800 && r < 0xDC00:
@@ -476,7 +556,7 @@ func (s *Scanner) object(r role) error {
 		return err
 	}
 	base, abase := len(s.keys), len(s.arena)
-	var folded map[string]struct{} // for objects with many keys
+	start := s.pos
 	s.pos++
 	s.ws()
 	if s.pos < len(s.b) && s.b[s.pos] == '}' {
@@ -494,18 +574,18 @@ func (s *Scanner) object(r role) error {
 		if err != nil {
 			return err
 		}
-		ref := keyRef{off: kstart + 1, end: s.pos - 1}
+		ref := keyRef{off: uint32(kstart + 1), n: uint32(s.pos - 1 - (kstart + 1))}
 		if esc {
 			off := len(s.arena)
 			s.arena = unescape(s.arena, s.b[kstart+1:s.pos-1])
-			ref = keyRef{off: off, end: len(s.arena), arena: true}
+			ref = keyRef{off: uint32(off), n: uint32(len(s.arena)-off) | arenaBit}
 		}
 		key := s.key(ref)
 		m := mNone
 		if r != roleValue {
 			m = s.known(r, key, kstart)
 		}
-		folded = s.addKey(base, ref, key, kstart, m, folded)
+		s.addKey(base, ref, key, kstart, m)
 		s.ws()
 		if s.pos >= len(s.b) || s.b[s.pos] != ':' {
 			return s.syntax("expected :")
@@ -532,6 +612,9 @@ func (s *Scanner) object(r role) error {
 		case '}':
 			s.pos++
 			s.depth--
+			if len(s.keys)-base > smallObject {
+				s.wideKeys(base, r, start)
+			}
 			s.keys, s.arena = s.keys[:base], s.arena[:abase]
 			return nil
 		default:
@@ -541,10 +624,11 @@ func (s *Scanner) object(r role) error {
 }
 
 func (s *Scanner) key(r keyRef) []byte {
-	if r.arena {
-		return s.arena[r.off:r.end]
+	n := r.n &^ arenaBit
+	if r.n&arenaBit != 0 {
+		return s.arena[r.off : r.off+n]
 	}
-	return s.b[r.off:r.end]
+	return s.b[r.off : r.off+n]
 }
 
 // known returns which member the guard reads key names, and refuses a key
@@ -591,14 +675,16 @@ func (s *Scanner) record(m member, v Span) {
 }
 
 // smallObject is the number of keys up to which duplicates are found by
-// comparing each key with the ones before it; larger objects use a map.
+// comparing each key with the ones before it, as it is read; a larger
+// object's keys are sorted by their case-folded form when it closes, and
+// neighbours compared (wideKeys): no map, no copy of the keys.
 const smallObject = 16
 
 // addKey records a key of the object whose keys start at base, refusing a
-// duplicate or a key that differs from an earlier one only in case.
-func (s *Scanner) addKey(base int, ref keyRef, key []byte, off int, m member, folded map[string]struct{}) map[string]struct{} {
-	prev := s.keys[base:]
-	if len(prev) < smallObject {
+// duplicate or a key that differs from an earlier one only in case while
+// the object is small.
+func (s *Scanner) addKey(base int, ref keyRef, key []byte, off int, m member) {
+	if prev := s.keys[base:]; len(prev) < smallObject {
 		for _, p := range prev {
 			pk := s.key(p)
 			if bytes.Equal(pk, key) {
@@ -607,27 +693,68 @@ func (s *Scanner) addKey(base int, ref keyRef, key []byte, off int, m member, fo
 				s.later(fmt.Errorf("%w: %q and %q", ErrCaseKey, pk, key), off)
 			}
 		}
-	} else {
-		if folded == nil {
-			folded = make(map[string]struct{}, 2*len(prev))
-			for _, p := range prev {
-				folded[foldKey(s.key(p))] = struct{}{}
-			}
-		}
-		f := foldKey(key)
-		if _, ok := folded[f]; ok {
-			for _, p := range prev {
-				if bytes.Equal(s.key(p), key) {
-					s.dupKey(key, off, m)
-					break
-				}
-			}
-			s.later(fmt.Errorf("%w: %q", ErrCaseKey, key), off)
-		}
-		folded[f] = struct{}{}
 	}
 	s.keys = append(s.keys, ref)
-	return folded
+}
+
+// wideKeys finds duplicate and case-variant keys of a wide object (the
+// keys from base on) that closed at s.pos, having opened at start.
+func (s *Scanner) wideKeys(base int, r role, start int) {
+	keys := s.keys[base:]
+	slices.SortFunc(keys, func(a, b keyRef) int { return compareFolded(s.key(a), s.key(b)) })
+	for i := 1; i < len(keys); i++ {
+		a, b := s.key(keys[i-1]), s.key(keys[i])
+		if compareFolded(a, b) != 0 {
+			continue
+		}
+		if bytes.Equal(a, b) {
+			if r == roleEnvelope && string(a) == "id" {
+				s.idBad = true
+			}
+			s.later(fmt.Errorf("%w %q", ErrDuplicateKey, a), start)
+		} else {
+			s.later(fmt.Errorf("%w: %q and %q", ErrCaseKey, a, b), start)
+		}
+		return
+	}
+}
+
+// compareFolded orders keys by FoldKey's form, without making it.
+func compareFolded(a, b []byte) int {
+	for len(a) > 0 && len(b) > 0 {
+		ra, na := foldedRune(a)
+		rb, nb := foldedRune(b)
+		if ra != rb {
+			if ra < rb {
+				return -1
+			}
+			return 1
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return len(a) - len(b)
+}
+
+// foldedRune is the first rune of k as FoldKey writes it, and its size.
+func foldedRune(k []byte) (rune, int) {
+	c := k[0]
+	if c < utf8.RuneSelf {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		return rune(c), 1
+	}
+	r, n := utf8.DecodeRune(k)
+	f := r
+	for x := unicode.SimpleFold(r); x != r; x = unicode.SimpleFold(x) {
+		if x < f {
+			f = x
+		}
+	}
+	if f >= 'A' && f <= 'Z' {
+		f += 'a' - 'A'
+	}
+	return f, n
 }
 
 func (s *Scanner) dupKey(key []byte, off int, m member) {
@@ -637,10 +764,10 @@ func (s *Scanner) dupKey(key []byte, off int, m member) {
 	s.later(fmt.Errorf("%w %q", ErrDuplicateKey, key), off)
 }
 
-// foldKey maps a key to one representative of the keys bytes.EqualFold
+// FoldKey maps a key to one representative of the keys bytes.EqualFold
 // (and so encoding/json) treats as equal to it: each rune is replaced by
 // the smallest rune of its case-folding orbit.
-func foldKey(k []byte) string {
+func FoldKey(k []byte) string {
 	out := make([]byte, 0, len(k))
 	for len(k) > 0 {
 		c := k[0]

@@ -54,17 +54,25 @@ func Missing(abi int) []string {
 
 // limits returns the short text the results table shows for this backend
 // on the given ABI with the given rules: what it cannot stop.
-func limits(abi int, r *Rules) string {
+// With namespaces (a root proxy) the server's network is its own
+// namespace, whose only way out is the egress filter: addresses, names
+// and UDP are judged there, whatever the ABI.
+func limits(abi int, r *Rules, namespaces bool) string {
 	filter := ruleset.HasSocketFilter()
-	parts := []string{fmt.Sprintf("landlock ABI %d", abi), "network by port only, no IP filtering"}
-	if abi < 4 {
+	parts := []string{fmt.Sprintf("landlock ABI %d", abi)}
+	if namespaces {
+		parts = append(parts, "network through the egress filter (own network namespace)")
+	} else {
+		parts = append(parts, "no network namespace (non-root proxy): network by port only, no IP filtering")
+	}
+	if abi < 4 && !namespaces {
 		parts = append(parts, "no TCP rules (needs ABI 4)")
 	}
-	if r != nil && r.AnyConnect {
+	if r != nil && r.AnyConnect && !namespaces {
 		parts = append(parts, "TCP connect unrestricted (a network rule has no ports)")
 	}
 	switch {
-	case abi >= 10:
+	case abi >= 10 || namespaces:
 	case !filter || (r != nil && r.AllowUDP):
 		parts = append(parts, "UDP not covered (needs ABI 10)")
 	default:
@@ -73,7 +81,12 @@ func limits(abi int, r *Rules) string {
 	if !filter {
 		parts = append(parts, "MPTCP, SCTP and raw sockets not covered")
 	}
-	if abi < 9 {
+	switch {
+	case abi >= 9:
+	case filter:
+		// SeccompOptions' DenyUnix: what Landlock cannot judge is refused.
+		parts = append(parts, "unix sockets refused outright (seccomp; socketpair kept; by path needs ABI 9)")
+	default:
 		parts = append(parts, "pathname unix sockets not covered (needs ABI 9)")
 	}
 	if abi < 6 {

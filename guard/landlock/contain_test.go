@@ -28,6 +28,9 @@ import (
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/landlock"
 	"github.com/mcpguard/mcpguard/guard/launch"
+	"github.com/mcpguard/mcpguard/guard/launch/seccomp"
+	"github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/lab/attack"
 )
 
 func rootOrSkip(t *testing.T) {
@@ -37,14 +40,23 @@ func rootOrSkip(t *testing.T) {
 	}
 }
 
+// guardedChild is this test binary prepared as a guarded child.
+type guardedChild struct {
+	sb  *landlock.Sandbox
+	cmd *exec.Cmd
+}
+
+// Output runs it as the proxy would and returns its stdout.
+func (g guardedChild) Output() ([]byte, error) { return sandboxedOutput(g.sb, g.cmd) }
+
 // execChild prepares this test binary as a guarded child doing actions.
-func execChild(t *testing.T, sb *landlock.Sandbox, actions ...string) *exec.Cmd {
+func execChild(t *testing.T, sb *landlock.Sandbox, actions ...string) guardedChild {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], actions...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	require.NoError(t, sb.Prepare(cmd))
 	cmd.Stderr = os.Stderr
-	return cmd
+	return guardedChild{sb, cmd}
 }
 
 // runRaw runs the guarded child and returns its whole output (verdicts
@@ -318,6 +330,7 @@ func TestEnforcementLandlockAlone(t *testing.T) {
 		"write:" + filepath.Join(w.outside, "stage.txt"),
 		"read:" + filepath.Join(w.outside, "id_rsa"),
 		"write:" + filepath.Join(w.writeRoot, "ok.txt"),
+		"memfdexec:/bin/echo",
 	}
 	cmd := exec.Command(os.Args[0], append([]string{landlock.ExecArg, enc, os.Args[0], os.Args[0]}, actions...)...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
@@ -327,6 +340,15 @@ func TestEnforcementLandlockAlone(t *testing.T) {
 		assert.Contains(t, string(out), a+" denied\n")
 	}
 	assert.Contains(t, string(out), actions[3]+" ok\n")
+	// In the proxy's own pid namespace (no launcher to set
+	// vm.memfd_noexec=2 for it), unless the host enforces it already, the
+	// seccomp filter refuses executable memfds; either way none runs.
+	assert.NotContains(t, string(out), "EXECUTED")
+	if seccomp.KernelMemfdNoExec() {
+		assert.Contains(t, string(out), actions[4]+" denied\n")
+	} else {
+		assert.Contains(t, string(out), actions[4]+" error: "+unix.ENOSYS.Error()+"\n")
+	}
 	assert.NoFileExists(t, filepath.Join(w.readRoot, "out.txt"))
 	assert.NoFileExists(t, filepath.Join(w.outside, "stage.txt"))
 }
@@ -360,7 +382,7 @@ func TestContainAsNobody(t *testing.T) {
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	require.NoError(t, sb.Prepare(cmd))
 	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	out, err := sandboxedOutput(sb, cmd)
 	require.NoError(t, err)
 	t.Logf("child:\n%s", out)
 	for _, want := range []string{"status Uid: 65534 65534 65534 65534", "status Gid: 65534 65534 65534 65534",
@@ -400,4 +422,157 @@ func TestContainProtectWalkIncomplete(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "write:"+filepath.Join(w.writeRoot, "ok.txt")+" ok")
 	assert.Contains(t, log.String(), `"rule":"`+launch.RuleProtectWalk+`"`)
+}
+
+// TestContainProtectedNames: protected names (a .git made during the
+// session, git's redirections and hooks, editor and agent settings,
+// .envrc, .mcp.json, a bare repository's HEAD) are neither created nor
+// written by any route (open O_CREAT, mknod, rename, link, symlink, an
+// O_TMPFILE linked in, renameat2 RENAME_EXCHANGE, a directory renamed into
+// place holding the name, the protected directory made afresh, writing
+// or truncating an existing one), whether they existed at the start or
+// not. The evidence is the payload found, or not, at each path after the
+// session; unguarded, every route leaves it (the baseline subtest).
+func TestContainProtectedNames(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	cases, err := attack.NameCases(w.writeRoot)
+	require.NoError(t, err)
+	cases = append(cases, attack.GitModelCases(w.writeRoot)...)
+	steps := attack.NameSteps(cases)
+	out := runRaw(t, w, steps...)
+	assert.Equal(t, len(steps), strings.Count(out, "\n"), "every step ran")
+	for _, c := range cases {
+		assert.False(t, attack.HasPayload(c.Path), "payload at %s", c.Path)
+	}
+	// A benign write in the workspace, beside them, still works.
+	assert.Contains(t, runRaw(t, w, "write:"+filepath.Join(w.writeRoot, "notes.txt")), " ok")
+	// Relative paths from a working directory inside the write root go
+	// through the supervised view too.
+	rel := filepath.Join(w.writeRoot, "relsub")
+	require.NoError(t, os.Mkdir(rel, 0o755))
+	sb := newSandbox(t, w.pol)
+	g := execChild(t, sb, "name:creat#.envrc", "name:mkdir#.vscode/tasks.json", "write:plain.txt")
+	g.cmd.Dir = rel
+	relOut, err := g.Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(relOut), "write:plain.txt ok")
+	assert.False(t, attack.HasPayload(filepath.Join(rel, ".envrc")), "relative .envrc")
+	assert.False(t, attack.HasPayload(filepath.Join(rel, ".vscode", "tasks.json")), "relative .vscode")
+
+	// Unguarded, each route on a fresh workspace leaves the payload.
+	t.Run("baseline", func(t *testing.T) {
+		for i := range steps {
+			ws := t.TempDir()
+			cases, err := attack.NameCases(ws)
+			require.NoError(t, err)
+			step := attack.NameSteps(append(cases, attack.GitModelCases(ws)...))[i]
+			cmd := exec.Command(os.Args[0], step)
+			cmd.Env = append(os.Environ(), childEnv+"=1")
+			out, err := cmd.Output()
+			require.NoError(t, err)
+			assert.Contains(t, string(out), " ok", step)
+			_, path, _ := strings.Cut(step, "#")
+			assert.True(t, attack.HasPayload(path), "unguarded, %s", step)
+		}
+	})
+}
+
+// TestContainExecConfig: files the user's tools execute or read as
+// configuration (package.json scripts, a .pth file, Makefiles, a CI
+// workflow) are written under a write grant and listed, with the change,
+// in the session change report; with filesystem.protect_exec_config no
+// route writes them. A file beside them is written either way.
+func TestContainExecConfig(t *testing.T) {
+	rootOrSkip(t)
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("protect=%v", refuse), func(t *testing.T) {
+			w := newWorld(t)
+			w.pol.Filesystem.ProtectExecConfig = refuse
+			cases, err := attack.ExecConfigCases(w.writeRoot)
+			require.NoError(t, err)
+			var log, report strings.Builder
+			sb, err := landlock.New(w.pol, landlock.Options{Audit: audit.New(&log), Server: "contain", Report: &report})
+			landlockOrSkip(t, err)
+			steps := append(attack.NameSteps(cases), "write:"+filepath.Join(w.writeRoot, "notes.txt"))
+			out, err := execChild(t, sb, steps...).Output()
+			require.NoError(t, err)
+			t.Logf("child:\n%s\nreport:\n%s", out, report.String())
+			assert.Contains(t, string(out), "write:"+filepath.Join(w.writeRoot, "notes.txt")+" ok")
+			for _, c := range cases {
+				if refuse {
+					assert.False(t, attack.HasPayload(c.Path), "payload at %s", c.Path)
+					continue
+				}
+				assert.True(t, attack.HasPayload(c.Path), "payload at %s", c.Path)
+				assert.Contains(t, report.String(), c.Path)
+				assert.Contains(t, log.String(), c.Path)
+			}
+			if !refuse {
+				assert.Contains(t, report.String(), "+# mcpguard-payload")
+				assert.Contains(t, log.String(), `"rule":"report.exec_config_changed"`)
+			}
+		})
+	}
+}
+
+// TestContainGitWork: a server that runs git in a repository inside its
+// write root still commits, fetches, stashes and collects garbage (git
+// writes only its data below .git: objects, refs, logs, index, HEAD,
+// FETCH_HEAD, the commit-graph, lock files), while it cannot point the
+// repository elsewhere (commondir, objects/info/alternates) or write
+// anything else in .git. Judged from the repository afterwards, by git
+// run outside the sandbox.
+func TestContainGitWork(t *testing.T) {
+	rootOrSkip(t)
+	gitPath := testenv.GitPath(t)
+	w := newWorld(t)
+	repo, remote := filepath.Join(w.writeRoot, "repo"), filepath.Join(w.readRoot, "remote")
+	testenv.GitRepos(t, w.readRoot, repo, remote)
+	git := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(gitPath, append(append(append([]string{}, testenv.GitArgs...), "-C", repo), args...)...)
+		cmd.Env = testenv.GitEnv(w.readRoot)
+		return cmd
+	}
+	require.NoError(t, exec.Command("chmod", "-R", "a+rwX", w.writeRoot, w.readRoot).Run())
+	// a local fetch runs git-upload-pack through the shell
+	w.pol.Exec.Allow = []string{gitPath, "/usr/lib/git-core", "/bin/sh", "/usr/bin/dash"}
+	guarded := func(args ...string) string {
+		cmd := git(args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		sb := newSandbox(t, w.pol)
+		require.NoError(t, sb.Prepare(cmd))
+		out, err := sandboxedOutput(sb, cmd)
+		require.NoError(t, err, "guarded git %v: %s%s", args, out, stderr.String())
+		return string(out)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "b.txt"), []byte("two\n"), 0o666))
+	guarded("add", "b.txt")
+	guarded("commit", "-qm", "two")
+	guarded("fetch", "-q", remote, "main")
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "a.txt"), []byte("changed\n"), 0o666))
+	guarded("stash", "-q")
+	guarded("stash", "pop", "-q")
+	guarded("gc", "-q")
+	guarded("commit-graph", "write", "--reachable")
+	assert.Equal(t, "2\n", testenv.Git(t, w.readRoot, repo, "rev-list", "--count", "HEAD"))
+	assert.FileExists(t, filepath.Join(repo, ".git", "FETCH_HEAD"))
+	assert.FileExists(t, filepath.Join(repo, ".git", "objects", "info", "commit-graph"))
+	assert.Contains(t, testenv.Git(t, w.readRoot, repo, "status", "--short"), "M a.txt")
+
+	// The redirections: refused by name, whatever git would make of them.
+	evil := filepath.Join(w.writeRoot, "evil")
+	require.NoError(t, os.Mkdir(evil, 0o777))
+	out := runRaw(t, w,
+		"write:"+filepath.Join(repo, ".git", "commondir"),
+		"write:"+filepath.Join(repo, ".git", "objects", "info", "alternates"),
+		"write:"+filepath.Join(repo, ".git", "info", "attributes"),
+		"write:"+filepath.Join(repo, ".git", "new-name"),
+		"write:"+filepath.Join(evil, "config"))
+	for _, p := range []string{"commondir", "objects/info/alternates", "info/attributes", "new-name"} {
+		assert.NoFileExists(t, filepath.Join(repo, ".git", p))
+		assert.NotContains(t, out, filepath.Join(repo, ".git", p)+" ok")
+	}
+	assert.Contains(t, out, "write:"+filepath.Join(evil, "config")+" ok", "outside a .git, config is any file")
 }

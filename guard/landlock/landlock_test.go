@@ -4,6 +4,7 @@ package landlock_test
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -19,15 +20,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/landlock"
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/policy"
-	"github.com/mcpguard/mcpguard/internal/attack"
 	"github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/lab/attack"
 )
 
 // childEnv makes the test binary act as the guarded server: it performs
@@ -92,9 +92,6 @@ func do(action string) error {
 		// link:FROM>TO makes a hard link.
 		from, to, _ := strings.Cut(arg, ">")
 		return os.Link(from, to)
-	case "memfd-exec":
-		// Fileless exec: copy a program into a memfd and execute it.
-		return memfdExec(arg)
 	case "socket":
 		kinds := map[string][3]int{
 			"raw":    {syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_UDP},
@@ -137,33 +134,25 @@ func do(action string) error {
 	return fmt.Errorf("unknown action %q", action)
 }
 
-func memfdExec(prog string) error {
-	b, err := os.ReadFile(prog)
-	if err != nil {
-		return err
-	}
-	fd, err := unix.MemfdCreate("payload", 0)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), "memfd")
-	defer f.Close()
-	if _, err := f.Write(b); err != nil {
-		return err
-	}
-	return exec.Command(fmt.Sprintf("/proc/self/fd/%d", fd)).Run()
-}
-
 func verdict(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		return "denied"
-	case errors.Is(err, syscall.EROFS) && os.Geteuid() == 0:
+	case errors.Is(err, syscall.EROFS):
 		// Under a root proxy the launcher's mount namespace is read-only
 		// outside the write roots: the VFS refuses before Landlock is
 		// asked. TestEnforcementLandlockAlone covers Landlock itself.
+		// (The child, as the server's user, cannot tell whether the proxy
+		// is root.)
+		return "denied"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		// Under a root proxy the server has a network namespace of its
+		// own: a destination the egress filter does not serve has no
+		// listener there (the test's listeners stay up on the host
+		// throughout, so a refusal cannot mean they were gone; the child,
+		// as the server's user, cannot tell whether the proxy is root).
 		return "denied"
 	}
 	return "error: " + err.Error()
@@ -193,7 +182,7 @@ func newWorld(t *testing.T) *world {
 	w.allowed, w.denied = testenv.Listener(t), testenv.Listener(t)
 	w.pol = &policy.Policy{
 		Filesystem: policy.Filesystem{Read: []string{w.readRoot}, Write: []string{w.writeRoot}},
-		Network:    policy.Network{Allow: []policy.NetRule{{Host: "127.0.0.2", Ports: []int{port(w.allowed)}}}},
+		Network:    policy.Network{Allow: []policy.NetRule{{Host: "127.0.0.1", Ports: []int{port(w.allowed)}}}},
 		Exec:       policy.Exec{Allow: []string{"/usr/bin/true"}},
 	}
 	return w
@@ -210,12 +199,18 @@ func runGuarded(t *testing.T, sb *landlock.Sandbox, actions ...string) map[strin
 	require.NoError(t, sb.Prepare(cmd))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := sandboxedOutput(sb, cmd)
 	require.NoError(t, err, "guarded child: %s", stderr.String())
 	got := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
 		line := sc.Text()
+		if strings.TrimPrefix(line, "grandchild ") == "EXECUTED" {
+			// A program run from a memfd printed its argument
+			// (attack.MemfdExec): the fileless exec happened.
+			got[line] = "ran"
+			continue
+		}
 		i := strings.LastIndex(line, " ok")
 		if i < 0 || i+3 != len(line) {
 			i = strings.LastIndex(line, " denied")
@@ -224,9 +219,50 @@ func runGuarded(t *testing.T, sb *landlock.Sandbox, actions ...string) map[strin
 			i = strings.Index(line, " error: ")
 		}
 		require.GreaterOrEqual(t, i, 0, "unparsable child line %q", line)
-		got[line[:i]] = strings.TrimSpace(line[i+1:])
+		action, v := line[:i], strings.TrimSpace(line[i+1:])
+		got[action] = hiddenIsDenied(action, v)
 	}
 	return got
+}
+
+// hiddenIsDenied: a file that exists here but not in the server's view
+// (below a directory the server's user could not search, covered by the
+// launcher's stub tree: launch.View) was denied to it, as surely as by
+// EACCES.
+func hiddenIsDenied(action, v string) string {
+	kind, arg, _ := strings.Cut(strings.TrimPrefix(action, "grandchild "), ":")
+	if !strings.HasSuffix(v, ": no such file or directory") || !filepath.IsAbs(arg) || os.Geteuid() != 0 {
+		return v
+	}
+	if _, err := os.Stat(arg); err == nil {
+		return "denied"
+	}
+	if _, err := os.Stat(filepath.Dir(arg)); err == nil && kind == "write" {
+		return "denied" // a new file in a directory hidden from it
+	}
+	return v
+}
+
+// sandboxedOutput runs a prepared command the way the proxy does: Start,
+// Started (where the egress filter sets up the server's network and opens
+// the launcher's gate), Wait, Close. It returns what the command wrote on
+// stdout (unless the caller set Stdout).
+func sandboxedOutput(sb *landlock.Sandbox, cmd *exec.Cmd) ([]byte, error) {
+	var out bytes.Buffer
+	if cmd.Stdout == nil {
+		cmd.Stdout = &out
+	}
+	defer sb.Close()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if err := sb.Started(cmd.Process.Pid); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, err
+	}
+	err := cmd.Wait()
+	return out.Bytes(), err
 }
 
 func newSandbox(t testing.TB, p *policy.Policy) *landlock.Sandbox {
@@ -278,8 +314,17 @@ func TestEnforcement(t *testing.T) {
 	// Another process's environment (here the test's) is out of reach.
 	want[fmt.Sprintf("read:/proc/%d/environ", os.Getpid())] = "denied"
 
-	actions := append(keys(want), "read:/proc/self/status")
+	// A program copied into a memfd and run from it (fileless exec; the
+	// copy is /bin/echo, not on exec.allow, printing EXECUTED) must not
+	// run: Landlock does not judge files on the kernel's internal mounts,
+	// so the launcher makes the server's memfds non-executable.
+	memfd := "memfdexec:/bin/echo"
+	actions := append(keys(want), "read:/proc/self/status", memfd)
 	got := runGuarded(t, sb, append(actions, append([]string{"spawn"}, actions...)...)...)
+	assert.NotContains(t, got, "EXECUTED", "a memfd ran in the child")
+	assert.NotContains(t, got, "grandchild EXECUTED", "a memfd ran in the grandchild")
+	assert.True(t, memfdRefused(got[memfd]), "child: %s: %s", memfd, got[memfd])
+	assert.True(t, memfdRefused(got["grandchild "+memfd]), "grandchild: %s: %s", memfd, got["grandchild "+memfd])
 	for a, v := range want {
 		if v == "denied" && invisible(a) && os.Geteuid() == 0 {
 			// Under a root proxy the launcher gives the server its own pid
@@ -301,6 +346,14 @@ func TestEnforcement(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(w.outside, "stage.txt"))
 }
 
+// memfdRefused reports whether a memfdexec step was refused: its exec
+// denied (the kernel made the memfd non-executable: vm.memfd_noexec=2 in
+// the server's pid namespace, Linux 6.3+), or memfd_create refused by the
+// seccomp filter where the kernel does not (ENOSYS).
+func memfdRefused(v string) bool {
+	return v == "denied" || v == "error: "+syscall.ENOSYS.Error()
+}
+
 // invisible reports whether action a targets this test process by pid.
 func invisible(a string) bool {
 	pid := fmt.Sprint(os.Getpid())
@@ -317,7 +370,7 @@ func TestUnguardedBaseline(t *testing.T) {
 		"write:"+filepath.Join(w.outside, "stage.txt"),
 		"connect:"+w.denied.Addr().String(),
 		"exec:/usr/bin/id",
-		"memfd-exec:/usr/bin/true",
+		"memfdexec:/bin/echo",
 		"link:"+filepath.Join(w.outside, "id_rsa")+">"+filepath.Join(w.writeRoot, "hl"),
 		fmt.Sprintf("read:/proc/%d/environ", os.Getpid()),
 		fmt.Sprintf("signal:%d", os.Getpid()),
@@ -326,39 +379,56 @@ func TestUnguardedBaseline(t *testing.T) {
 	out, err := cmd.Output()
 	require.NoError(t, err)
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line == "EXECUTED" {
+			continue // the memfd's program ran (asserted below)
+		}
 		assert.True(t, strings.HasSuffix(line, " ok"), "unguarded: %s", line)
 	}
+	assert.Contains(t, string(out), "EXECUTED\n", "without the sandbox a program runs from a memfd")
 }
 
 // TestUDP: below ABI 10 Landlock does not see UDP, so the wrapper's
 // socket filter refuses UDP sockets unless the policy admits DNS (port 53)
 // or any port; from ABI 10 Landlock filters UDP by the policy's ports.
+// Under a root proxy the server's network namespace has no way to the
+// sink at all: whatever the socket calls answer, the evidence is that the
+// sink receives nothing.
 func TestUDP(t *testing.T) {
 	w := newWorld(t)
 	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer sink.Close()
 	send := "udp:" + sink.LocalAddr().String()
+	received := func() string {
+		require.NoError(t, sink.SetReadDeadline(time.Now().Add(2*time.Second)))
+		buf := make([]byte, 16)
+		n, _, _ := sink.ReadFrom(buf)
+		return string(buf[:n])
+	}
 
 	sb := newSandbox(t, w.pol)
-	assert.Equal(t, "denied", runGuarded(t, sb, send)[send], "a policy without DNS or any-port rules")
+	got := runGuarded(t, sb, send)[send]
+	if os.Geteuid() == 0 {
+		assert.Empty(t, received(), "a datagram left the server's network namespace")
+	} else {
+		assert.Equal(t, "denied", got, "a policy without DNS or any-port rules")
+	}
 
 	// A policy that admits DNS needs UDP sockets: below ABI 10 they cannot
 	// be filtered by port, so the datagram gets out, and Limits says so.
 	w.pol.Network.Allow = append(w.pol.Network.Allow, policy.NetRule{Host: "192.0.2.53", Ports: []int{53}})
 	sb = newSandbox(t, w.pol)
-	got := runGuarded(t, sb, send)[send]
-	if sb.ABI() >= 10 {
+	got = runGuarded(t, sb, send)[send]
+	switch {
+	case os.Geteuid() == 0:
+		assert.Empty(t, received(), "a datagram left the server's network namespace")
+	case sb.ABI() >= 10:
 		assert.Equal(t, "denied", got, "Landlock filters UDP by port")
-		return
+	default:
+		assert.Equal(t, "ok", got)
+		assert.Contains(t, sb.Limits(), "UDP not covered")
+		assert.Equal(t, "exfil", received(), "the datagram reached the sink")
 	}
-	assert.Equal(t, "ok", got)
-	assert.Contains(t, sb.Limits(), "UDP not covered")
-	require.NoError(t, sink.SetReadDeadline(time.Now().Add(5*time.Second)))
-	buf := make([]byte, 16)
-	n, _, err := sink.ReadFrom(buf)
-	require.NoError(t, err)
-	assert.Equal(t, "exfil", string(buf[:n]), "the datagram reached the sink")
 }
 
 // TestOtherSockets: what Landlock's TCP rules do not see is refused by the
@@ -392,20 +462,37 @@ func TestOtherSockets(t *testing.T) {
 }
 
 // TestAnyPortRule: a network rule without ports cannot be expressed by
-// port, so connecting is left unrestricted, and Limits says so.
+// port, so without a network namespace (a non-root proxy) connecting is
+// left unrestricted, and Limits says so. Under a root proxy the egress
+// filter admits the rule's address on every port and nothing else.
 func TestAnyPortRule(t *testing.T) {
 	w := newWorld(t)
 	w.pol.Network.Allow = []policy.NetRule{{Host: "127.0.0.2"}}
 	sb := newSandbox(t, w.pol)
-	assert.Contains(t, sb.Limits(), "TCP connect unrestricted")
 	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer sink.Close()
 	udp := "udp:" + sink.LocalAddr().String()
 	got := runGuarded(t, sb, "connect:"+w.denied.Addr().String(), "read:"+filepath.Join(w.outside, "id_rsa"), udp)
-	assert.Equal(t, "ok", got["connect:"+w.denied.Addr().String()])
+	if os.Geteuid() == 0 {
+		assert.Contains(t, sb.Limits(), "egress filter")
+		// Not reached: refused by Landlock or the egress filter, or found
+		// nothing (refused) in the server's network namespace.
+		assert.Contains(t, []string{"denied", "error: dial tcp " + w.denied.Addr().String() + ": connect: connection refused"},
+			got["connect:"+w.denied.Addr().String()], "another address on any port")
+	} else {
+		assert.Contains(t, sb.Limits(), "TCP connect unrestricted")
+		assert.Equal(t, "ok", got["connect:"+w.denied.Addr().String()])
+	}
 	assert.Equal(t, "denied", got["read:"+filepath.Join(w.outside, "id_rsa")], "filesystem rules still hold")
-	if ruleset.HasSocketFilter() || sb.ABI() >= 10 {
+	switch {
+	case os.Geteuid() == 0:
+		// UDP sockets are the server's to make in its own namespace; the
+		// datagram goes nowhere.
+		require.NoError(t, sink.SetReadDeadline(time.Now().Add(time.Second)))
+		n, _, _ := sink.ReadFrom(make([]byte, 16))
+		assert.Zero(t, n, "a datagram left the server's network namespace")
+	case ruleset.HasSocketFilter() || sb.ABI() >= 10:
 		assert.Equal(t, "denied", got[udp], "a host's TCP services do not open UDP")
 	}
 }
@@ -534,6 +621,7 @@ func TestPrepareRewritesCommand(t *testing.T) {
 }
 
 func TestLimitsByABI(t *testing.T) {
+	root := os.Geteuid() == 0
 	for abi, want := range map[int][]string{
 		3:  {"no TCP rules (needs ABI 4)", "UDP", "pathname unix sockets", "signals"},
 		7:  {"by port only, no IP filtering", "UDP", "pathname unix sockets"},
@@ -541,11 +629,17 @@ func TestLimitsByABI(t *testing.T) {
 	} {
 		sb, err := landlock.New(&policy.Policy{}, landlock.Options{Wrapper: "/x", Probe: func() (int, error) { return abi, nil }})
 		require.NoError(t, err)
+		if root {
+			// A root proxy gives the server a network namespace whose
+			// only way out is the egress filter, on every ABI.
+			want = []string{"network through the egress filter"}
+		}
 		for _, w := range want {
 			assert.Contains(t, sb.Limits(), w, "ABI %d", abi)
 		}
-		if abi >= 10 {
+		if abi >= 10 || root {
 			assert.NotContains(t, sb.Limits(), "UDP")
+			assert.NotContains(t, sb.Limits(), "by port only")
 		}
 		assert.Contains(t, sb.Limits(), "ABI "+strconv.Itoa(abi))
 	}

@@ -2,15 +2,22 @@ package landlock
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/changes"
+	"github.com/mcpguard/mcpguard/guard/egress"
+	"github.com/mcpguard/mcpguard/guard/landlock/auditlog"
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/policy"
@@ -32,6 +39,17 @@ type Options struct {
 	// Server and Config label those events.
 	Audit          *audit.Logger
 	Server, Config string
+	// Report receives the session change report (package changes);
+	// nil is stderr.
+	Report io.Writer
+	// RuntimeCache keeps the runtime resolver's helper answers across
+	// sessions (runtime.Cache); nil keeps nothing.
+	RuntimeCache *runtime.Cache
+	// OnDenial, when set, is called with each denial the kernel reports
+	// for the server's tree while it runs (Landlock's audit records; see
+	// package auditlog), which also go to Audit. Where the records cannot
+	// be read, Live says why.
+	OnDenial func(audit.Event)
 }
 
 // ErrHardLinks is returned by Prepare under a non-root proxy when a read
@@ -49,6 +67,31 @@ type Sandbox struct {
 	wrapper  string
 	note     string
 	opts     Options
+	// stopWatch ends the audit record watcher; live says how denials are
+	// reported while the server runs.
+	stopWatch func()
+	live      string
+	// plan is the policy's network as the egress filter applies it; the
+	// filter and its gate belong to the session Prepare started.
+	plan   egress.Plan
+	filter *egress.Filter
+	gate   *launch.Gate
+	// execConfig refuses writes to what package changes watches
+	// (filesystem.protect_exec_config); before is the snapshot the
+	// session change report compares with.
+	execConfig bool
+	before     *changes.Snapshot
+	roots      []string
+	// events carries the supervised write roots' refusals from stage 1.
+	events, eventsW *os.File
+	eventsDone      chan struct{}
+	// prepared are the rules of the last Prepare (Prepared).
+	prepared *Rules
+	// launches are what Prepare set up outside the servers, undone by
+	// Close; limiters their cgroups.
+	launches []*launch.Launch
+	limiters []*launch.Limiter
+	limits   launch.Limits
 }
 
 var _ guard.Sandbox = (*Sandbox)(nil)
@@ -89,8 +132,17 @@ func New(p *policy.Policy, o Options) (*Sandbox, error) {
 			return nil, fmt.Errorf("landlock: find the wrapper binary: %w", err)
 		}
 	}
-	res := runtime.New(runtime.Options{ExtraRead: p.Runtime.Read, ExtraExec: p.Runtime.Exec})
-	return &Sandbox{rules: r, resolver: res, abi: abi, wrapper: w, note: o.Note, opts: o}, nil
+	lim := launch.Limits{Tasks: p.Limits.Tasks, MemoryMiB: p.Limits.MemoryMiB, CPUs: p.Limits.CPUs}
+	if err := lim.Check(); err != nil {
+		return nil, err
+	}
+	plan, err := egress.Compile(p)
+	if err != nil {
+		return nil, err
+	}
+	res := runtime.New(runtime.Options{ExtraRead: p.Runtime.Read, ExtraExec: p.Runtime.Exec, Writable: r.WriteRoots(), Cache: o.RuntimeCache})
+	return &Sandbox{rules: r, resolver: res, abi: abi, wrapper: w, note: o.Note, opts: o, plan: plan, limits: lim,
+		execConfig: p.Filesystem.ProtectExecConfig}, nil
 }
 
 func exists(path string) bool {
@@ -110,7 +162,7 @@ func (s *Sandbox) Rules() *Rules { return s.rules }
 // Limits says in one line what this backend cannot stop on this kernel
 // with this policy, for `run` and the eval table (configs.Limits).
 func (s *Sandbox) Limits() string {
-	l := limits(s.abi, s.rules)
+	l := limits(s.abi, s.rules, os.Geteuid() == 0)
 	if s.note != "" {
 		l += "; " + s.note
 	}
@@ -129,23 +181,136 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 	if err != nil {
 		return err
 	}
-	spec, err := launch.NewSpec(os.Geteuid(), os.Getenv, r.WriteRoots(), r.NoNetwork())
+	spec, err := launch.NewSpec(os.Geteuid(), os.Getenv, r.WriteRoots())
 	if err != nil {
 		return fmt.Errorf("landlock prepare: %w", err)
 	}
 	if spec.ProtectIncomplete {
 		s.log(launch.RuleProtectWalk, "", launch.ProtectWalkReason())
 	}
+	s.roots = r.WriteRoots()
+	s.before = changes.Take(s.roots)
+	spec.ExecConfig = s.execConfig
 	spec.Landlock = r
+	spec.Readable, spec.Reach = reachOf(r)
 	if err := s.hardLinks(&spec, r); err != nil {
 		return err
 	}
 	cmd.Path, cmd.Args = argv[0], argv
-	if err := launch.Prepare(cmd, spec, launch.Options{Self: s.wrapper}); err != nil {
+	if spec.Namespaces {
+		lim, err := launch.NewLimiter(s.limits)
+		if err != nil {
+			return fmt.Errorf("landlock prepare: %w", err)
+		}
+		s.limiters = append(s.limiters, lim)
+		lim.Attach(cmd, &spec)
+		lim.Watch(s.breach)
+		if err := s.egress(cmd, &spec, r); err != nil {
+			return err
+		}
+		if err := s.supervise(cmd, &spec); err != nil {
+			s.Close()
+			return err
+		}
+	}
+	l, err := launch.Prepare(cmd, spec, launch.Options{Self: s.wrapper})
+	if err != nil {
+		s.Close()
 		return fmt.Errorf("landlock prepare: %w", err)
 	}
+	s.launches = append(s.launches, l)
+	s.prepared = r
 	return nil
 }
+
+// reachOf splits r's grants other than the baseline and the write roots
+// into data (the policy's read roots) and runtime (programs, interpreters,
+// the resolver's trees): what the server's user must reach (launch.View).
+func reachOf(r *Rules) (data, runtime []string) {
+	for _, p := range r.Paths {
+		switch {
+		case p.Access == Write || p.Access == Device || p.Why == "runtime":
+		case strings.HasPrefix(p.Why, "policy filesystem."):
+			data = append(data, p.Path)
+		default:
+			runtime = append(runtime, p.Path)
+		}
+	}
+	return data, runtime
+}
+
+// egress puts the server's network behind the egress filter: the server's
+// namespace has only the filter's listeners and the server's own sockets,
+// so Landlock's port rules add nothing there (Rules.Egress leaves the
+// network unhandled) and UDP sockets are fine; the filter judges
+// addresses and names.
+func (s *Sandbox) egress(cmd *exec.Cmd, spec *launch.Spec, r *Rules) error {
+	r.AnyConnect, r.ConnectTCP, r.BindTCP, r.AllowUDP, r.Egress = false, nil, nil, true, true
+	r.Notes = slices.DeleteFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, "network.allow") })
+	if s.plan.Empty() {
+		return nil
+	}
+	f := egress.New(s.plan, egress.Options{Audit: s.opts.Audit, Server: s.opts.Server, Config: s.opts.Config, OnDenial: s.opts.OnDenial})
+	gate, err := launch.AttachEgress(cmd, spec)
+	if err != nil {
+		return fmt.Errorf("landlock prepare: %w", err)
+	}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, f.Env()...)
+	s.filter, s.gate = f, gate
+	return nil
+}
+
+// supervise serves the directory write roots through the supervised file
+// system (package namefs), which refuses protected names (Landlock cannot),
+// and logs what it refused.
+func (s *Sandbox) supervise(cmd *exec.Cmd, spec *launch.Spec) error {
+	for _, root := range spec.Writable {
+		if fi, err := os.Stat(root); err == nil && fi.IsDir() {
+			spec.Supervise = append(spec.Supervise, root)
+		}
+	}
+	if len(spec.Supervise) == 0 {
+		return nil
+	}
+	r, w, err := launch.AttachEvents(cmd, spec)
+	if err != nil {
+		return fmt.Errorf("landlock prepare: %w", err)
+	}
+	s.events, s.eventsW = r, w
+	s.eventsDone = make(chan struct{})
+	go s.readEvents(r)
+	return nil
+}
+
+// readEvents logs stage 1's refusals until it is gone, and reports each
+// to OnDenial as it comes (like the kernel's records: the supervised write
+// root is the Landlock backend's name hook).
+func (s *Sandbox) readEvents(r io.Reader) {
+	defer close(s.eventsDone)
+	dec := json.NewDecoder(r)
+	for {
+		var ev launch.Event
+		if err := dec.Decode(&ev); err != nil {
+			return
+		}
+		e := audit.Event{
+			Server: s.opts.Server, Config: s.opts.Config, Layer: "L3",
+			Rule: ev.Rule, Decision: audit.Deny, Target: ev.Target,
+			Reason: ev.Op + " of a protected name refused: the user's tools run or obey what it holds",
+		}
+		s.opts.Audit.Log(e)
+		if s.opts.OnDenial != nil {
+			s.opts.OnDenial(e)
+		}
+	}
+}
+
+// Prepared returns the rules the last Prepare applied (the policy's, the
+// baseline and the command's runtime), nil before any.
+func (s *Sandbox) Prepared() *Rules { return s.prepared }
 
 // hardLinks finds the multiply-linked regular files under the policy's
 // read and write roots (not named by the policy themselves). Under a root
@@ -176,6 +341,23 @@ func (s *Sandbox) hardLinks(spec *launch.Spec, r *Rules) error {
 		s.log("landlock.hardlink_refused", f, "a regular file with several hard links under a policy root; without a mount namespace (non-root proxy) it cannot be masked: session refused")
 	}
 	return fmt.Errorf("%w: %s (and %d more); remove the extra links or name the files in the policy", ErrHardLinks, files[0], len(files)-1)
+}
+
+// breach reports a breached limit: the Limiter has ended the session.
+func (s *Sandbox) breach(rule, reason string) {
+	fmt.Fprintf(os.Stderr, "mcpguard: %s\n", reason)
+	s.log(rule, "", reason)
+}
+
+// EndReason says why the session was ended by the guard rather than by
+// the server ("" when it was not): the error requests in flight get.
+func (s *Sandbox) EndReason() string {
+	for _, l := range s.limiters {
+		if b := l.Breach(); b != "" {
+			return b
+		}
+	}
+	return ""
 }
 
 func (s *Sandbox) log(rule, target, reason string) {
@@ -219,9 +401,120 @@ func RuntimeRules(rt *runtime.Runtime) []PathRule {
 	return out
 }
 
-// Started implements guard.Sandbox. The domain is already on the process.
-func (s *Sandbox) Started(pid int) error { return nil }
+// Started implements guard.Sandbox. The domain is already on the process;
+// with OnDenial set, the kernel's records of its denials are watched
+// (from before the server starts); the egress filter joins its network
+// namespace (pid is the launcher's stage 1) and only then lets it start
+// the server.
+func (s *Sandbox) Started(pid int) error {
+	if s.eventsW != nil {
+		s.eventsW.Close() // stage 1 holds its own copy
+		s.eventsW = nil
+	}
+	if s.opts.OnDenial != nil {
+		s.watch(pid)
+	}
+	if s.gate == nil {
+		return nil
+	}
+	err := s.gate.OpenAfter(func() error { return s.filter.Start(pid) })
+	s.gate = nil
+	if err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	return nil
+}
 
-// Close implements guard.Sandbox. The kernel drops the domain with the
-// last process in it; nothing to release here.
-func (s *Sandbox) Close() error { return nil }
+// watch reports the kernel's records of the tree's denials to OnDenial
+// (and Audit) until Close.
+func (s *Sandbox) watch(pid int) {
+	stop, err := auditlog.Watch(pid, func(d auditlog.Denial) {
+		e := denialEvent(d)
+		e.Server, e.Config = s.opts.Server, s.opts.Config
+		s.opts.Audit.Log(e)
+		s.opts.OnDenial(e)
+	})
+	if err != nil {
+		s.live = err.Error()
+		return
+	}
+	s.stopWatch, s.live = stop, ""
+}
+
+// Live says how this sandbox's denials reach the guard while the server
+// runs: "" when the kernel's audit records do, otherwise why not.
+func (s *Sandbox) Live() string { return s.live }
+
+// Close implements guard.Sandbox: the egress filter and the record
+// watcher stop; what the launcher set up outside the server (its cgroup,
+// ACL entries, stub trees) is undone. The kernel drops the domain with
+// the last process in it.
+func (s *Sandbox) Close() error {
+	if s.eventsW != nil {
+		s.eventsW.Close()
+		s.eventsW = nil
+	}
+	if s.events != nil {
+		// Stage 1 is gone (Close comes after the server exited): its
+		// last refusals are in the pipe, then EOF.
+		select {
+		case <-s.eventsDone:
+		case <-time.After(2 * time.Second):
+		}
+		s.events.Close()
+		s.events = nil
+	}
+	if s.gate != nil {
+		s.gate.Close()
+		s.gate = nil
+	}
+	if s.filter != nil {
+		s.filter.Close()
+		s.filter = nil
+	}
+	if s.stopWatch != nil {
+		s.stopWatch()
+		s.stopWatch = nil
+	}
+	if s.before != nil {
+		w := s.opts.Report
+		if w == nil {
+			w = os.Stderr
+		}
+		changes.Report(w, s.opts.Audit, s.opts.Server, s.opts.Config, changes.Compare(s.before, changes.Take(s.roots)))
+		s.before = nil
+	}
+	var errs []error
+	for _, l := range s.limiters {
+		errs = append(errs, l.Close())
+	}
+	for _, l := range s.launches {
+		errs = append(errs, l.Close())
+	}
+	s.launches, s.limiters = nil, nil
+	return errors.Join(errs...)
+}
+
+// denialEvent is an audit event for one denial the kernel reported, with
+// the rule names the BPF backend's events use.
+func denialEvent(d auditlog.Denial) audit.Event {
+	e := audit.Event{Layer: "L3", Decision: audit.Deny, PID: d.PID, Target: d.Target()}
+	switch d.Kind() {
+	case "exec":
+		e.Rule = "exec.denied"
+	case "connect":
+		e.Rule = "net.connect_denied"
+	case "bind":
+		e.Rule = "net.bind_denied"
+	case "write":
+		e.Rule = "file.write_denied"
+	default:
+		e.Rule = "file.open_denied"
+	}
+	who := d.Comm
+	if who == "" {
+		who = "the server"
+	}
+	e.Reason = fmt.Sprintf("%s (pid %d) was refused %s on %s (Landlock's audit record, domain %s)", who, d.PID, strings.Join(d.Blockers, ","), e.Target, d.Domain)
+	return e
+}

@@ -10,8 +10,10 @@
 //   - a fresh anonymous session keyring;
 //   - its own mount namespace (private propagation, a /proc of its own,
 //     protected paths bind-mounted read-only), its own pid namespace (the
-//     proxy and every other process invisible) and, when the policy grants
-//     no network, its own network namespace with only loopback;
+//     proxy and every other process invisible) and its own network
+//     namespace, always: loopback only, plus, when the policy grants any
+//     network, the listeners of the guard's egress filter (package egress),
+//     which alone reach out;
 //   - the seccomp filter of package seccomp;
 //   - for the Landlock backend, the Landlock domain, built with privilege
 //     and enforced by the unprivileged child.
@@ -73,12 +75,39 @@ type Spec struct {
 	// Namespaces is set when the proxy is root: stage 1 runs, the server
 	// gets its own mount and pid namespaces and the user above.
 	Namespaces bool `json:"namespaces,omitempty"`
-	// NoNetwork gives the server its own network namespace (loopback
-	// only): the policy grants no network.
-	NoNetwork bool `json:"no_network,omitempty"`
+	// SharedNetwork keeps the host's network namespace: only for a
+	// helper (Helper) that fetches packages, by Landlock's port rules.
+	// A server always gets a namespace of its own.
+	SharedNetwork bool `json:"shared_network,omitempty"`
+	// Supervise are write roots (directories) served to the server
+	// through a supervised file system (package namefs) that refuses
+	// protected names: the Landlock backend, which cannot refuse a name.
+	Supervise []string `json:"supervise,omitempty"`
+	// ExecConfig also refuses, in the supervised write roots, what the
+	// session change report watches (filesystem.protect_exec_config).
+	ExecConfig bool `json:"exec_config,omitempty"`
+	// EventsFD, when not 0, is where stage 1 writes what the supervised
+	// write roots refused, one JSON Event per line (AttachEvents).
+	EventsFD int `json:"events_fd,omitempty"`
+	// EgressFD, when not 0, is the descriptor on which stage 1 waits
+	// until the guard's egress filter has set up the network namespace
+	// (AttachEgress): the server starts only once its one way out exists.
+	EgressFD int `json:"egress_fd,omitempty"`
 	// Writable are the paths the backend grants write to: every other
 	// mount of the server's namespace is read-only.
 	Writable []string `json:"writable,omitempty"`
+	// Readable are the data the backend grants read access to (the
+	// policy's filesystem.read roots) and Reach the runtime trees and
+	// programs (the resolver's, exec.allow): with Writable, what the
+	// server's user must be able to reach (View; view.go).
+	Readable []string `json:"readable,omitempty"`
+	Reach    []string `json:"reach,omitempty"`
+	// View is how the server's user reaches them, made by Prepare.
+	View *View `json:"view,omitempty"`
+	// JoinCgroups are cgroup v1 cgroup.procs files stage 1 writes itself
+	// into before anything else (Limiter; a v2 cgroup is joined by clone3
+	// instead).
+	JoinCgroups []string `json:"join_cgroups,omitempty"`
 	// ReadOnly paths are bind-mounted read-only onto themselves in the
 	// server's mount namespace, whatever write grant covers them: the
 	// protected entries of a workspace (.git, .envrc), kept by identity,
@@ -111,39 +140,87 @@ type Options struct {
 	// Self is the binary to re-exec (os.Executable() if empty). It must
 	// link this package.
 	Self string
+	// StateDir holds the journals of what sessions changed on disk
+	// (DefaultStateDir if empty; a root proxy only).
+	StateDir string
+}
+
+// Launch is what Prepare set up outside the server that the session's
+// end must undo (ACL entries, the view's stub trees). Close is safe on nil.
+type Launch struct {
+	files []*os.File
+	stub  string
+	undo  []func() error
+	// done ends the journal of the changes (clean: all were undone).
+	done func(clean bool)
+}
+
+// Close undoes what Prepare did outside the server; call it after the
+// server exited.
+func (l *Launch) Close() error {
+	if l == nil {
+		return nil
+	}
+	var errs []error
+	for _, u := range l.undo {
+		errs = append(errs, u())
+	}
+	for _, f := range l.files {
+		f.Close()
+	}
+	if l.stub != "" {
+		errs = append(errs, os.RemoveAll(l.stub))
+	}
+	err := errors.Join(errs...)
+	if l.done != nil {
+		l.done(err == nil)
+	}
+	l.undo, l.files, l.stub, l.done = nil, nil, "", nil
+	return err
 }
 
 // Prepare rewrites cmd to start the server through the launcher under
 // spec: its path and arguments become the launcher's, and when spec asks
 // for namespaces its SysProcAttr gains the clone flags (the caller's
-// other attributes, such as a cgroup fd, stay).
-func Prepare(cmd *exec.Cmd, spec Spec, o Options) error {
+// other attributes, such as a cgroup fd, stay) and the server's view is
+// prepared (view.go). The caller closes the Launch when the session ends.
+func Prepare(cmd *exec.Cmd, spec Spec, o Options) (*Launch, error) {
 	if cmd.Err != nil {
-		return fmt.Errorf("launch: %w", cmd.Err)
+		return nil, fmt.Errorf("launch: %w", cmd.Err)
 	}
 	if err := launcherAvailable(); err != nil {
-		return err
+		return nil, err
 	}
 	self := o.Self
 	if self == "" {
 		var err error
 		if self, err = os.Executable(); err != nil {
-			return fmt.Errorf("launch: find own binary: %w", err)
+			return nil, fmt.Errorf("launch: find own binary: %w", err)
+		}
+	}
+	l := &Launch{}
+	if spec.Namespaces {
+		if err := prepareView(&spec, cmd, l, o.StateDir); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("launch: %w", err)
 		}
 	}
 	enc, err := json.Marshal(spec)
 	if err != nil {
-		return fmt.Errorf("launch: encode spec: %w", err)
+		l.Close()
+		return nil, fmt.Errorf("launch: encode spec: %w", err)
 	}
-	stage := ExecArg
+	// Stage 2 started by the proxy itself gets no handoff from a stage 1
+	// ("-"): it builds its Landlock ruleset itself.
+	args := []string{self, ExecArg, string(enc), "-"}
 	if spec.Namespaces {
-		stage = StageArg
-		addNamespaces(cmd, spec.NoNetwork)
+		args = []string{self, StageArg, string(enc)}
+		addNamespaces(cmd, !spec.SharedNetwork)
 	}
-	args := append([]string{self, stage, string(enc), cmd.Path}, cmd.Args...)
+	args = append(append(args, cmd.Path), cmd.Args...)
 	cmd.Path = self
 	cmd.Args = args
-	return nil
+	return l, nil
 }
 
 // DecodeSpec parses a launcher spec argument.
@@ -180,6 +257,8 @@ func init() {
 		err = stage1(os.Args[2:])
 	case ExecArg:
 		err = stage2(os.Args[2:])
+	case IdleArg:
+		serveIdle()
 	default:
 		return
 	}

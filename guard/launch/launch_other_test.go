@@ -17,7 +17,7 @@ import (
 func TestPrepareFailsClosed(t *testing.T) {
 	// Built by hand: exec.Command would look the name up and may set Err.
 	cmd := &exec.Cmd{Path: "server", Args: []string{"server"}}
-	err := launch.Prepare(cmd, launch.Spec{Namespaces: true}, launch.Options{Self: "mcpguard"})
+	_, err := launch.Prepare(cmd, launch.Spec{Namespaces: true}, launch.Options{Self: "mcpguard"})
 	assert.ErrorIs(t, err, guard.ErrKernelRefused)
 	assert.Equal(t, "server", cmd.Path, "cmd is left as it was")
 }

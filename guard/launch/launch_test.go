@@ -26,8 +26,8 @@ func TestServerUser(t *testing.T) {
 	}{
 		{"configured", map[string]string{launch.UserEnv: "1000:1001", "SUDO_UID": "2000", "SUDO_GID": "2000"}, 1000, 1001, nil},
 		{"sudo caller", map[string]string{"SUDO_UID": "1000", "SUDO_GID": "100"}, 1000, 100, nil},
-		{"sudo by root is root", map[string]string{"SUDO_UID": "0", "SUDO_GID": "0"}, 0, 0, nil},
-		{"nothing: capless root", nil, 0, 0, nil},
+		{"sudo by root is nobody", map[string]string{"SUDO_UID": "0", "SUDO_GID": "0"}, launch.Nobody, launch.Nobody, nil},
+		{"nothing: nobody, never root", nil, launch.Nobody, launch.Nobody, nil},
 		{"configured root refused", map[string]string{launch.UserEnv: "0:0"}, 0, 0, launch.ErrRootServer},
 		{"configured garbage", map[string]string{launch.UserEnv: "nobody"}, 0, 0, launch.ErrBadSpec},
 		{"configured overflow", map[string]string{launch.UserEnv: "4294967295:1"}, 0, 0, launch.ErrBadSpec},
@@ -54,14 +54,13 @@ func TestNewSpec(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(ws, ".envrc"), nil, 0o644))
 	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(ws, ".bashrc")))
 
-	sp, err := launch.NewSpec(1000, env(nil), []string{ws}, true)
+	sp, err := launch.NewSpec(1000, env(nil), []string{ws})
 	require.NoError(t, err)
 	assert.Equal(t, launch.Spec{}, sp, "a non-root proxy has nothing to drop")
 
-	sp, err = launch.NewSpec(0, env(map[string]string{launch.UserEnv: "65534:65534"}), []string{ws}, true)
+	sp, err = launch.NewSpec(0, env(map[string]string{launch.UserEnv: "65534:65534"}), []string{ws})
 	require.NoError(t, err)
 	assert.True(t, sp.Namespaces)
-	assert.True(t, sp.NoNetwork)
 	assert.Equal(t, uint32(65534), sp.UID)
 	assert.Equal(t, []string{filepath.Join(ws, ".git")}, sp.Pin)
 	assert.ElementsMatch(t, []string{filepath.Join(ws, ".envrc"), filepath.Join(ws, ".git", "config"), filepath.Join(ws, ".git", "hooks")}, sp.ReadOnly,
@@ -93,35 +92,51 @@ func TestProtectNested(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(ws, "a", ".git"), filepath.Join(ws, "link-git")))
 	// Submodules' git directories (a name with a slash, a nested one) and
 	// a linked worktree's config.worktree: git obeys them as it does the
-	// top .git's.
-	var subGits, subRO []string
+	// top .git's; read-only with modules and worktrees as a whole.
 	for _, sub := range []string{"a/.git/modules/sub", "a/.git/modules/libs/foo", "a/.git/modules/sub/modules/inner"} {
 		mk(sub + "/HEAD")
-		subRO = append(subRO, mk(sub+"/config"))
+		mk(sub + "/config")
 		require.NoError(t, os.MkdirAll(filepath.Join(ws, sub, "hooks"), 0o755))
-		subGits, subRO = append(subGits, filepath.Join(ws, sub)), append(subRO, filepath.Join(ws, sub, "hooks"))
 	}
 	mk("a/.git/modules/libs/README") // a name level, not a git directory
-	wtCfg := mk("a/.git/worktrees/feature/config.worktree")
+	mk("a/.git/worktrees/feature/config.worktree")
 	mk("a/.git/worktrees/feature/HEAD")
+	// Everything else in a .git but git's data: info, description, the
+	// object store's alternates (not its packs list or its objects).
+	exclude := mk("a/.git/info/exclude")
+	desc := mk("a/.git/description")
+	alt := mk("a/.git/objects/info/alternates")
+	mk("a/.git/objects/info/packs")
+	mk("a/.git/HEAD")
+	mk("a/.git/refs/heads/main")
+	mk("a/.git/index")
+	require.NoError(t, os.Symlink("/tmp", filepath.Join(ws, "a", ".git", "commondir"))) // a symlink: not bound
 
 	pin, ro, complete := launch.Protect([]string{ws})
 	assert.True(t, complete)
-	assert.ElementsMatch(t, append([]string{filepath.Join(ws, "a", ".git"), filepath.Join(ws, "deep/x/y/b/.git")}, subGits...), pin)
-	assert.ElementsMatch(t, append([]string{cfgA, filepath.Join(ws, "a", ".git", "hooks"), cfgB, gitfile, envrc, keys, wtCfg}, subRO...), ro)
+	assert.ElementsMatch(t, []string{filepath.Join(ws, "a", ".git"), filepath.Join(ws, "deep/x/y/b/.git")}, pin)
+	git := filepath.Join(ws, "a", ".git")
+	assert.ElementsMatch(t, []string{cfgA, filepath.Join(git, "hooks"), filepath.Join(git, "modules"), filepath.Join(git, "worktrees"),
+		filepath.Dir(exclude), desc, alt, cfgB, gitfile, envrc, keys}, ro)
 }
 
 func TestPrepareAndDecode(t *testing.T) {
 	cmd := exec.Command("/usr/bin/env", "A=1")
-	spec := launch.Spec{UID: 1000, GID: 1000, Namespaces: true, NoNetwork: true,
+	spec := launch.Spec{UID: 1000, GID: 1000, Namespaces: true, EgressFD: 4,
 		Landlock: &ruleset.Rules{Paths: []ruleset.PathRule{{Path: "/usr", Access: ruleset.Read}}}}
-	require.NoError(t, launch.Prepare(cmd, spec, launch.Options{Self: "/opt/mcpguard"}))
+	l, err := launch.Prepare(cmd, spec, launch.Options{Self: "/opt/mcpguard"})
+	require.NoError(t, err)
+	defer l.Close()
 	assert.Equal(t, "/opt/mcpguard", cmd.Path)
 	assert.Equal(t, []string{"/opt/mcpguard", launch.StageArg}, cmd.Args[:2])
 	assert.Equal(t, []string{"/usr/bin/env", "/usr/bin/env", "A=1"}, cmd.Args[3:])
 	assert.NotZero(t, cmd.SysProcAttr.Cloneflags)
 	got, err := launch.DecodeSpec(cmd.Args[2])
 	require.NoError(t, err)
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	assert.Contains(t, got.Reach, wd, "the server's working directory is reached")
+	got.Reach, got.View = nil, nil
 	assert.Equal(t, spec, *got)
 
 	for _, bad := range []string{``, `{`, `{"uid":1,"extra":1}`, `{} {}`,

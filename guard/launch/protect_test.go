@@ -5,6 +5,7 @@ package launch_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcpguard/mcpguard/guard/launch"
-	"github.com/mcpguard/mcpguard/internal/attack"
+	"github.com/mcpguard/mcpguard/lab/attack"
 )
 
 // stepsEnv makes this test binary run attack steps (a JSON list of
@@ -34,6 +35,7 @@ func init() {
 		os.Exit(2)
 	}
 	all := attack.Steps()
+	maps.Copy(all, attack.ProcSteps())
 	for _, s := range steps {
 		r := "ok"
 		if err := all[s[0]](s[1]); err != nil {
@@ -102,9 +104,12 @@ func TestProtectByIdentity(t *testing.T) {
 	require.NoError(t, err)
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), stepsEnv+"="+string(raw), launch.UserEnv+"=")
-	spec, err := launch.NewSpec(0, func(string) string { return "" }, []string{ws}, true)
+	spec, err := launch.NewSpec(0, func(string) string { return "" }, []string{ws})
 	require.NoError(t, err)
-	require.NoError(t, launch.Prepare(cmd, spec, launch.Options{}))
+	spec.Reach = []string{self} // the server program, in a 0700 build directory
+	l, err := launch.Prepare(cmd, spec, launch.Options{})
+	require.NoError(t, err)
+	defer l.Close()
 	out, err := cmd.CombinedOutput()
 	if err != nil && strings.Contains(string(out), "operation not permitted") {
 		t.Skipf("namespaces refused here: %s", out)
@@ -141,4 +146,51 @@ func TestProtectByIdentity(t *testing.T) {
 func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestEgressHandshake: with an egress descriptor, stage 1 starts the
+// server only once the guard says the network is ready; a guard that
+// closes the descriptor without saying so (it failed, or died) leaves the
+// server unstarted. The server always has a network namespace of its own.
+func TestEgressHandshake(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("namespaces need a root proxy")
+	}
+	run := func(ready bool) (string, error) {
+		dir := t.TempDir()
+		marker := filepath.Join(dir, "ran")
+		cmd := exec.Command("/usr/bin/touch", marker)
+		cmd.Env = append(os.Environ(), launch.UserEnv+"=")
+		spec, err := launch.NewSpec(0, func(string) string { return "" }, []string{dir})
+		require.NoError(t, err)
+		gate, err := launch.AttachEgress(cmd, &spec)
+		require.NoError(t, err)
+		l, err := launch.Prepare(cmd, spec, launch.Options{})
+		require.NoError(t, err)
+		defer l.Close()
+		require.NoError(t, cmd.Start())
+		netns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid))
+		require.NoError(t, err)
+		own, err := os.Readlink("/proc/self/ns/net")
+		require.NoError(t, err)
+		assert.NotEqual(t, own, netns, "stage 1 is in a network namespace of its own")
+		if ready {
+			require.NoError(t, gate.Open())
+		}
+		gate.Close()
+		err = cmd.Wait()
+		_, statErr := os.Stat(marker)
+		if statErr == nil {
+			return "ran", err
+		}
+		return "not run", err
+	}
+	got, err := run(true)
+	require.NoError(t, err)
+	assert.Equal(t, "ran", got)
+	got, err = run(false)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, launch.ExitCode, ee.ExitCode())
+	assert.Equal(t, "not run", got)
 }

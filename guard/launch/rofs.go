@@ -45,6 +45,11 @@ func readOnlyExcept(writable []string) error {
 		if err := remount(w, false); err != nil {
 			return fmt.Errorf("writable %s: %w", w, err)
 		}
+		// What the server writes never runs (view.go).
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOEXEC}
+		if err := unix.MountSetattr(unix.AT_FDCWD, w, unix.AT_RECURSIVE, &attr); err != nil {
+			return fmt.Errorf("writable %s: noexec: %w", w, err)
+		}
 	}
 	return nil
 }

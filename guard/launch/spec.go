@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 )
 
@@ -11,9 +12,10 @@ import (
 // uid (os.Geteuid()): as root, namespaces and the user ServerUser names;
 // otherwise the proxy's own user, unchanged. writeRoots are the backend's
 // write grants: the only writable mounts of the server's namespace, and
-// searched for entries to protect (Protect); noNetwork gives the server a
-// network namespace of its own.
-func NewSpec(euid int, getenv func(string) string, writeRoots []string, noNetwork bool) (Spec, error) {
+// searched for entries to protect (Protect). The server always gets a
+// network namespace of its own; AttachEgress connects it to the guard's
+// egress filter when the policy grants network.
+func NewSpec(euid int, getenv func(string) string, writeRoots []string) (Spec, error) {
 	if euid != 0 {
 		return Spec{}, nil
 	}
@@ -21,7 +23,7 @@ func NewSpec(euid int, getenv func(string) string, writeRoots []string, noNetwor
 	if err != nil {
 		return Spec{}, err
 	}
-	sp := Spec{UID: uid, GID: gid, Namespaces: true, NoNetwork: noNetwork, Writable: writeRoots}
+	sp := Spec{UID: uid, GID: gid, Namespaces: true, Writable: writeRoots}
 	var complete bool
 	sp.Pin, sp.ReadOnly, complete = Protect(writeRoots)
 	sp.ProtectIncomplete = !complete
@@ -36,12 +38,6 @@ var protectedNames = map[string]bool{
 	".envrc": true, ".bashrc": true, ".bash_profile": true, ".bash_login": true, ".bash_logout": true,
 	".profile": true, ".zshrc": true, ".zprofile": true, ".zshenv": true, ".zlogin": true, ".gitconfig": true,
 }
-
-// gitProtected are the entries of a git directory that the user's next
-// git command runs or obeys (hooks; core.hooksPath, core.fsmonitor and
-// aliases in config and, with extensions.worktreeConfig, config.worktree),
-// kept read-only.
-var gitProtected = []string{"config", "config.worktree", "hooks"}
 
 // Protect walks each write root (every depth, at most MaxWalk entries in
 // all, symlinks not followed) for the entries other programs will run or
@@ -99,58 +95,45 @@ func Protect(writeRoots []string) (pin, ro []string, complete bool) {
 }
 
 // protectGitDir returns what to pin and make read-only for the git
-// directory dir: dir itself is pinned and its gitProtected entries made
-// read-only; the same holds for every submodule's git directory under
-// dir/modules (at any depth: a submodule named "a/b" lives in modules/a/b,
-// nested submodules in modules/x/modules/y), which git runs hooks from and
-// reads config from just as from the top one; and a linked worktree's
-// config.worktree under dir/worktrees (it can set core.hooksPath too).
-// The directories it looks at count toward seen; ok is false when they
-// passed MaxWalk.
+// directory dir: dir itself is pinned, and every entry in it that the name
+// model protects (IsProtected: all but git's data) is made read-only,
+// config, hooks, info, worktrees and modules (each submodule's git
+// directory whole) among them. The fixed directories the model lists data
+// below (objects, objects/info) are looked into instead, so that git
+// still writes its objects and commit-graph there while alternates stays
+// read-only. The entries it looks at count toward seen; ok is false when
+// they passed MaxWalk.
 func protectGitDir(dir string, seen *int) (pin, ro []string, ok bool) {
 	pin = append(pin, dir)
-	for _, e := range gitProtected {
-		q := filepath.Join(dir, e)
-		// Lstat: a symlink is not followed; binding onto it would
-		// protect whatever it points at instead.
-		if fi, err := os.Lstat(q); err == nil && (fi.Mode().IsRegular() || fi.IsDir()) {
-			ro = append(ro, q)
-		}
-	}
-	ok = true
-	if wts, err := os.ReadDir(filepath.Join(dir, "worktrees")); err == nil {
-		for _, wt := range wts {
-			if *seen++; *seen > MaxWalk {
-				return pin, ro, false
-			}
-			q := filepath.Join(dir, "worktrees", wt.Name(), "config.worktree")
-			if fi, err := os.Lstat(q); err == nil && fi.Mode().IsRegular() {
-				ro = append(ro, q)
-			}
-		}
-	}
-	filepath.WalkDir(filepath.Join(dir, "modules"), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() || p == filepath.Join(dir, "modules") {
-			return nil
-		}
-		if *seen++; *seen > MaxWalk {
-			ok = false
-			return filepath.SkipAll
-		}
-		// A git directory has a HEAD file; anything else here is a
-		// directory level of a submodule's name.
-		if fi, err := os.Lstat(filepath.Join(p, "HEAD")); err != nil || !fi.Mode().IsRegular() {
-			return nil
-		}
-		sp, sro, sok := protectGitDir(p, seen)
-		pin, ro = append(pin, sp...), append(ro, sro...)
-		if !sok {
-			ok = false
-			return filepath.SkipAll
-		}
-		return filepath.SkipDir
-	})
+	ok = protectGitEntries(dir, "", &ro, seen)
 	return pin, ro, ok
+}
+
+// protectGitEntries adds to ro the protected entries of dir/rel.
+func protectGitEntries(dir, rel string, ro *[]string, seen *int) bool {
+	ents, err := os.ReadDir(filepath.Join(dir, rel))
+	if err != nil {
+		return true // unreadable: the server cannot write it either
+	}
+	for _, e := range ents {
+		if *seen++; *seen > MaxWalk {
+			return false
+		}
+		r := path.Join(rel, e.Name())
+		switch {
+		case !IsProtected(".git/" + r):
+		case e.IsDir() && gitListsBelow(r):
+			if !protectGitEntries(dir, r, ro, seen) {
+				return false
+			}
+		// A symlink is not bound: binding onto it would protect
+		// whatever it points at instead (its name is refused by the
+		// kernel's name rules).
+		case e.Type().IsRegular() || e.IsDir():
+			*ro = append(*ro, filepath.Join(dir, r))
+		}
+	}
+	return true
 }
 
 // MaxWalk bounds how many entries HardLinks looks at under all roots

@@ -58,14 +58,12 @@ func stage1(args []string) error {
 	// Everything that the child inherits (bounding set, no_new_privs) is
 	// set on this thread, and the child is forked from it.
 	runtime.LockOSThread()
-	if err := setupMounts(spec); err != nil {
+	if err := stage1Identity(spec); err != nil {
 		return err
 	}
-	if spec.NoNetwork {
-		// A server may still talk to itself (a local worker), never out.
-		if err := pid1.LoopbackUp(); err != nil {
-			return err
-		}
+	wd, _ := os.Getwd()
+	if err := enterView(spec, wd); err != nil {
+		return err
 	}
 	hand := "-"
 	var extra []*os.File
@@ -83,11 +81,6 @@ func stage1(args []string) error {
 	}
 	if err := dropBounding(); err != nil {
 		return err
-	}
-	if spec.UID == 0 {
-		if err := noRoot(); err != nil {
-			return err
-		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl no_new_privs: %w", err)
@@ -134,6 +127,65 @@ func stage1(args []string) error {
 	return nil
 }
 
+// stage1Identity does what stage 1 does first: nothing inherited, never
+// uid 0, into the v1 limit cgroups, then namespaces of its own (host
+// name, a cgroup namespace rooted at the session's cgroup).
+func stage1Identity(spec *Spec) error {
+	if err := inheritNothing(); err != nil {
+		return err
+	}
+	if spec.UID == 0 || spec.GID == 0 {
+		return ErrRootServer
+	}
+	for _, f := range spec.JoinCgroups {
+		if err := os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", f, err)
+		}
+	}
+	return ownNamespaces()
+}
+
+// enterView builds the server's world from stage 1: its mounts, the
+// supervised write roots, its working directory through them, its
+// loopback, and (when the policy grants network) the egress filter's
+// listeners, which the guard adds while stage 1 waits.
+func enterView(spec *Spec, wd string) error {
+	if err := setupMounts(spec); err != nil {
+		return err
+	}
+	// The runtime inside the write roots, cloned before the supervised
+	// file system covers them: executable again on top of both.
+	kept, err := cloneKept(spec.View)
+	if err != nil {
+		return err
+	}
+	// Write roots served through the supervised file system (Landlock's
+	// protected names) are mounted over the view before anything of the
+	// server starts.
+	if err := supervise(spec); err != nil {
+		kept.close()
+		return err
+	}
+	if err := kept.attach(); err != nil {
+		return err
+	}
+	// Again through the server's view: the directory it started in may
+	// be a mount of the view now (an idmapped grant, below a stub, or a
+	// supervised write root: a working directory left on the directory
+	// underneath would bypass it for relative paths).
+	if err := os.Chdir(wd); err != nil {
+		os.Chdir("/")
+	}
+	// A server may still talk to itself (a local worker); out only
+	// through the egress filter's listeners, which the guard adds.
+	if !spec.SharedNetwork {
+		if err := pid1.LoopbackUp(); err != nil {
+			return err
+		}
+	}
+	return awaitEgress(spec.EgressFD)
+}
+
 // setupMounts gives the namespace private propagation (nothing done here
 // reaches the host, nothing mounted on the host later reaches here), a
 // /proc that shows only this pid namespace (with other users' processes
@@ -142,7 +194,14 @@ func setupMounts(spec *Spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
-	if err := readOnlyExcept(spec.Writable); err != nil {
+	writable := spec.Writable
+	if spec.View != nil {
+		writable = nil // the view attaches them
+	}
+	if err := readOnlyExcept(writable); err != nil {
+		return err
+	}
+	if err := applyView(spec.View); err != nil {
 		return err
 	}
 	const procFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
@@ -152,6 +211,14 @@ func setupMounts(spec *Spec) error {
 			return fmt.Errorf("mount /proc: %w", err)
 		}
 	}
+	// No memfd of this pid namespace is executable (Linux 6.3+): a
+	// program filled into one would run from a kernel-internal mount,
+	// which Landlock does not judge. The server cannot lower it. Where
+	// this fails (kernels before 6.3 have no such switch), stage 2 reads
+	// what holds and the Landlock backend's seccomp filter refuses
+	// executable memfds itself; the BPF backend's exec hook denies them
+	// either way.
+	_ = seccomp.EnforceMemfdNoExec()
 	if err := procReadOnly(); err != nil {
 		return err
 	}
@@ -203,37 +270,6 @@ func dropBounding() error {
 	return nil
 }
 
-// noRoot makes uid 0 ordinary for this thread and what it execs: no
-// capabilities granted to root by execve (SECBIT_NOROOT), none kept across
-// a setuid (the fixups stay), ambient ones never raised, all locked; and
-// the inheritable set emptied, so execve computes empty permitted and
-// effective sets for stage 2 and the server.
-func noRoot() error {
-	// <linux/securebits.h>; x/sys/unix does not carry them.
-	const (
-		secbitNoRoot                = 1 << 0
-		secbitNoRootLocked          = 1 << 1
-		secbitKeepCapsLocked        = 1 << 5
-		secbitNoCapAmbientRaise     = 1 << 6
-		secbitNoCapAmbientRaiseLock = 1 << 7
-		bits                        = secbitNoRoot | secbitNoRootLocked | secbitKeepCapsLocked |
-			secbitNoCapAmbientRaise | secbitNoCapAmbientRaiseLock
-	)
-	if err := unix.Prctl(unix.PR_SET_SECUREBITS, bits, 0, 0, 0); err != nil {
-		return fmt.Errorf("prctl securebits: %w", err)
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("capget: %w", err)
-	}
-	data[0].Inheritable, data[1].Inheritable = 0, 0
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("capset: %w", err)
-	}
-	return nil
-}
-
 // stage2 runs as the server's user (or, under a non-root proxy, as the
 // proxy's): it restricts itself and becomes the server.
 // args: SPEC HANDOFF PROGRAM ARGV0 ARGS...
@@ -276,6 +312,9 @@ func stage2(args []string) error {
 		}
 		unix.Close(fd)
 	} else if err := seccomp.Install(seccomp.Options{DenyUnix: spec.Seccomp.DenyUnix}); err != nil && !errors.Is(err, seccomp.ErrNoFilter) {
+		return err
+	}
+	if err := inheritNothing(); err != nil {
 		return err
 	}
 	err = syscall.Exec(args[2], args[3:], os.Environ())

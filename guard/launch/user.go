@@ -10,8 +10,8 @@ import (
 // the defaults below; root (0) is refused.
 const UserEnv = "MCPGUARD_SERVER_USER"
 
-// Nobody is the overflow uid and gid, which own nothing: the user to name
-// in UserEnv for the strongest setting ("65534:65534").
+// Nobody is the overflow uid and gid, which own nothing: the server's
+// user when neither UserEnv nor a sudo caller names one.
 const Nobody = 65534
 
 // ErrRootServer is returned when the configuration asks for the server to
@@ -21,12 +21,12 @@ var ErrRootServer = fmt.Errorf("%w: the server may not run as root", ErrBadSpec)
 // ServerUser resolves the server's uid and gid from the environment
 // (getenv is os.Getenv outside tests): UserEnv, else the user who ran
 // sudo (SUDO_UID, SUDO_GID; root's own sudo counts as no caller), else
-// 0:0, which the launcher turns into a root without any capability (empty
-// bounding set, SECBIT_NOROOT locked): when root runs mcpguard itself, the
-// data the server works on is root's, and another uid could not read it.
-// DAC then protects nothing from the server; the read-only mount namespace
-// and the L3 policy do. Malformed values are errors, never a silent fall
-// back to root. See docs/l3.md, "The server's user".
+// Nobody:Nobody. Never uid or gid 0: with no sudo caller (CI, containers,
+// a root shell) the server still runs as an unprivileged user, and the
+// data it is granted is made reachable to that user in its mount
+// namespace (view.go), while root's other files stay protected by DAC as
+// well as by L3. Malformed values are errors, never a silent fall back.
+// See docs/l3.md, "The server's user".
 func ServerUser(getenv func(string) string) (uid, gid uint32, err error) {
 	if v := getenv(UserEnv); v != "" {
 		u, g, ok := strings.Cut(v, ":")
@@ -57,7 +57,7 @@ func ServerUser(getenv func(string) string) (uid, gid uint32, err error) {
 			return uid, gid, nil
 		}
 	}
-	return 0, 0, nil
+	return Nobody, Nobody, nil
 }
 
 func parseID(s string) (uint32, error) {

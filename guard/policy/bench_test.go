@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,9 +20,9 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/configs"
-	"github.com/mcpguard/mcpguard/internal/servers"
-	"github.com/mcpguard/mcpguard/internal/stagetest"
+	"github.com/mcpguard/mcpguard/guard/internal/stagetest"
 	"github.com/mcpguard/mcpguard/internal/testenv"
+	"github.com/mcpguard/mcpguard/lab/servers"
 )
 
 // BenchmarkPolicy times one benign tools/call (read_file of a workspace
@@ -29,7 +30,16 @@ import (
 // policy with schema validation and symlink-resolving path check, L2
 // argument content checks, L2 response checks), against a server stub that
 // answers at once, and reports the median and p95 per call.
-func BenchmarkPolicy(b *testing.B) { benchPolicy(b, nil) }
+func BenchmarkPolicy(b *testing.B) { benchPolicy(b, nil, "read_file", "") }
+
+// BenchmarkPolicyText is BenchmarkPolicy for a write_file of a paragraph
+// of prose (about 1 KiB): free text, where the secret rules' short
+// keywords ("key", "sk", "ey", "s.") occur in ordinary words.
+func BenchmarkPolicyText(b *testing.B) {
+	para := "The session keeps a key to the cache; they asked us to check the tasks. " +
+		"Next steps: review the API docs, ask the team, update notes.txt and the README. "
+	benchPolicy(b, nil, "write_file", strings.Repeat(para, 1024/len(para)+1))
+}
 
 // BenchmarkPolicyCold is BenchmarkPolicy with the CPU's private caches
 // and TLB evicted before each call, untimed: in the proxy the layers run
@@ -37,12 +47,13 @@ func BenchmarkPolicy(b *testing.B) { benchPolicy(b, nil) }
 // several times what a warm loop shows. This is the figure to move when
 // BenchmarkGuard's C-app overhead is the target; ns/op includes the
 // eviction, p50-ns and cpu-ns/op do not.
-func BenchmarkPolicyCold(b *testing.B) { benchPolicy(b, testenv.Evictor()) }
+func BenchmarkPolicyCold(b *testing.B) { benchPolicy(b, testenv.Evictor(), "read_file", "") }
 
-// benchPolicy runs BenchmarkPolicy; evict, when not nil, runs before each
-// call outside the measured time.
-func benchPolicy(b *testing.B, evict func()) {
-	dir := b.TempDir()
+// benchPolicy runs BenchmarkPolicy: a call of tool (read_file, or
+// write_file with content) on a workspace file; evict, when not nil, runs
+// before each call outside the measured time.
+func benchPolicy(b *testing.B, evict func(), tool, content string) {
+	dir := shortRunDir(b)
 	ws := filepath.Join(dir, "ws")
 	require.NoError(b, os.MkdirAll(filepath.Join(ws, "docs"), 0o755))
 	require.NoError(b, os.WriteFile(filepath.Join(ws, "docs", "notes.txt"), []byte("hello"), 0o644))
@@ -52,7 +63,10 @@ func benchPolicy(b *testing.B, evict func()) {
 	  "workdir": "${WS}",
 	  "tools": {"read_file": {
 	    "schema": {"type": "object", "properties": {"path": {"type": "string", "minLength": 1}}, "required": ["path"], "additionalProperties": false},
-	    "args": {"path": {"kind": "path", "access": "read"}}}},
+	    "args": {"path": {"kind": "path", "access": "read"}}},
+	    "write_file": {
+	    "schema": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"], "additionalProperties": false},
+	    "args": {"path": {"kind": "path", "access": "write"}, "content": {"kind": "text"}}}},
 	  "filesystem": {"read": ["${WS}"], "write": ["${WS}"]},
 	  "env": {"allow": ["PATH", "HOME"]}
 	}`), 0o644))
@@ -66,9 +80,14 @@ func benchPolicy(b *testing.B, evict func()) {
 	for i := len(setup.Stages) - 1; i >= 0; i-- {
 		h = stagetest.Handler(setup.Stages[i], h)
 	}
-	args := json.RawMessage(`{"path":"` + ws + `/docs/notes.txt"}`)
+	call := map[string]string{"path": ws + "/docs/notes.txt"}
+	if tool == "write_file" {
+		call["content"] = content
+	}
+	args, err := json.Marshal(call)
+	require.NoError(b, err)
 	ctx := context.Background()
-	req := &guard.Request{Method: "tools/call", Tool: "read_file", Arguments: args, Server: "filesystem", Config: configs.CApp}
+	req := &guard.Request{Method: "tools/call", Tool: tool, Arguments: args, Server: "filesystem", Config: configs.CApp}
 	if r := h(ctx, req); r.Error != nil {
 		b.Fatalf("benign call denied: %s", r.Error.Message)
 	}
@@ -108,6 +127,18 @@ func benchPolicy(b *testing.B, evict func()) {
 	b.ReportMetric(ns[len(ns)/2], "p50-ns")
 	b.ReportMetric(ns[len(ns)*95/100], "p95-ns")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/op")
+}
+
+// shortRunDir is a temporary directory whose path has no long run of
+// letters and digits. b.TempDir's (/tmp/BenchmarkPolicy<random>/001)
+// has one of 24 or more most of the time, and then the secret ruleset's
+// prefilter lets a rule's regex run on every call: the figure would
+// depend on the random name.
+func shortRunDir(b *testing.B) string {
+	dir, err := os.MkdirTemp("", "mcpguard.bench.")
+	require.NoError(b, err)
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // threadCPU is the calling thread's user+system CPU time.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard/agentbound"
 	"github.com/mcpguard/mcpguard/guard/policy"
-	"github.com/mcpguard/mcpguard/internal/servers"
+	"github.com/mcpguard/mcpguard/lab/servers"
 )
 
 // TestCorpusPolicies: every corpus server has a policy and a manifest, each

@@ -20,6 +20,30 @@ type ToolInfo struct {
 	Title       string          `json:"title,omitempty"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	Annotations struct {
+		ReadOnlyHint *bool `json:"readOnlyHint,omitempty"`
+	} `json:"annotations,omitzero"`
+}
+
+// readOnly says whether the tool only reads: its readOnlyHint true, else
+// a name with a verb that reads and none that writes, else a description
+// that starts with one and says nothing of writing. Unsure is not
+// read-only: the stricter reading. A readOnlyHint of false settles
+// nothing: SDKs (mcp-go) send it for every tool that does not set it.
+func (ti ToolInfo) readOnly() (bool, string) {
+	if h := ti.Annotations.ReadOnlyHint; h != nil && *h {
+		return true, "readOnlyHint"
+	}
+	if writeVerb.MatchString(ti.Name) || descWrite.MatchString(ti.Description) {
+		return false, "name or description writes"
+	}
+	if readVerb.MatchString(ti.Name) {
+		return true, "name reads"
+	}
+	if first, _, _ := strings.Cut(strings.TrimSpace(ti.Description), " "); readVerb.MatchString(first) {
+		return true, "description reads"
+	}
+	return false, "nothing says it only reads"
 }
 
 // What an argument is, from its name and its schema's format. Names are
@@ -36,7 +60,8 @@ var (
 )
 
 // Classify says what kind of argument a property is, from its name and
-// its schema (format "uri"/"url" is a URL, format "path" a path).
+// its schema's format alone ("" for none); the argument model (model.go)
+// adds the description, the schema's other keywords and the value.
 func Classify(name string, schema map[string]any) string {
 	format, _ := schema["format"].(string)
 	if items, ok := schema["items"].(map[string]any); ok && format == "" {
@@ -97,47 +122,11 @@ func derive(server string, tools []ToolInfo, pin bool) (*Policy, error) {
 		if ti.Name == "" {
 			return nil, errors.New("derive policy: a tool without a name")
 		}
-		var schema map[string]any
-		if len(ti.InputSchema) > 0 {
-			if err := json.Unmarshal(ti.InputSchema, &schema); err != nil {
-				return nil, fmt.Errorf("derive policy: tool %s: schema: %w", ti.Name, err)
-			}
-		}
-		if schema == nil {
-			schema = map[string]any{"type": "object"}
-		}
-		if _, ok := schema["additionalProperties"]; !ok {
-			schema["additionalProperties"] = false
-		}
-		t := Tool{Args: map[string]Arg{}}
-		props, _ := schema["properties"].(map[string]any)
-		for name, ps := range props {
-			sub, _ := ps.(map[string]any)
-			kind := Classify(name, sub)
-			if kind == "" {
-				continue
-			}
-			a := Arg{Kind: kind}
-			if kind == KindPath {
-				a.Access = Read
-				if writeVerb.MatchString(ti.Name) {
-					a.Access = Write
-					writes = true
-				}
-			}
-			t.Args[name] = a
-		}
-		if len(t.Args) == 0 {
-			t.Args = nil
-		}
-		b, err := json.Marshal(schema)
+		t, w, err := deriveTool(ti, pin)
 		if err != nil {
 			return nil, fmt.Errorf("derive policy: tool %s: %w", ti.Name, err)
 		}
-		t.Schema = b
-		if pin {
-			t.Pin = validate.ToolDigest(ti.Name, ti.Title, ti.Description, ti.InputSchema)
-		}
+		writes = writes || w
 		p.Tools[ti.Name] = t
 	}
 	p.Filesystem.Read = []string{"${WS}"}
@@ -145,6 +134,111 @@ func derive(server string, tools []ToolInfo, pin bool) (*Policy, error) {
 		p.Filesystem.Write = []string{"${WS}"}
 	}
 	return p, nil
+}
+
+// deriveTool derives one tool's entry: its schema closed (every object in
+// it, nested ones and those under $defs included, gets additionalProperties
+// false unless the schema says otherwise), the kinds of its arguments from
+// the model (every slot whose kind is not text; nested ones by slot path),
+// and whether it only reads. writes says a path argument is written.
+func deriveTool(ti ToolInfo, pin bool) (t Tool, writes bool, err error) {
+	var schema map[string]any
+	if len(ti.InputSchema) > 0 {
+		if err := json.Unmarshal(ti.InputSchema, &schema); err != nil {
+			return Tool{}, false, fmt.Errorf("schema: %w", err)
+		}
+	}
+	if schema == nil {
+		schema = map[string]any{"type": "object"}
+	}
+	closeObjects(schema)
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return Tool{}, false, err
+	}
+	t = Tool{Schema: b, Args: map[string]Arg{}}
+	t.ReadOnly, _ = ti.readOnly()
+	m, err := compileModelSchema(ti.Name, b)
+	if err != nil {
+		return Tool{}, false, err
+	}
+	h := hints{tool: ti.Name, readOnly: t.ReadOnly}
+	mt := &tool{name: ti.Name, model: m, hints: h}
+	if err := mt.compileSlots(nil); err != nil {
+		return Tool{}, false, err
+	}
+	for path, sl := range mt.slots {
+		if sl.kind == KindText || strings.HasSuffix(path, "/*") && sl.kind == KindSecret {
+			continue
+		}
+		key := path
+		if top, _, _ := strings.Cut(path[1:], "/"); top != "*" && (path == "/"+top || path == "/"+top+"/*") {
+			// A top-level member (or each item of a top-level list) by
+			// its name, as policies always named them.
+			key = sl.name
+		}
+		a := Arg{Kind: sl.kind, Access: sl.access}
+		t.Args[key] = a
+		writes = writes || a.Access == Write
+	}
+	if len(t.Args) == 0 {
+		t.Args = nil
+	}
+	if pin {
+		t.Pin = validate.ToolDigest(ti.Name, ti.Title, ti.Description, ti.InputSchema)
+	}
+	return t, writes, nil
+}
+
+// closeObjects sets additionalProperties false on every object schema in
+// s that has properties and says nothing about extra members, so that a
+// nested object takes no member the model has not judged; explicit
+// additionalProperties (true, a schema) and patternProperties are kept.
+func closeObjects(s map[string]any) {
+	_, named := s["properties"]
+	_, pattern := s["patternProperties"]
+	_, extra := s["additionalProperties"]
+	_, uneval := s["unevaluatedProperties"]
+	typ, _ := s["type"].(string)
+	if (named || typ == "object") && !pattern && !extra && !uneval && !combines(s) {
+		s["additionalProperties"] = false
+	}
+	for k, v := range s {
+		switch k {
+		case "properties", "$defs", "definitions", "patternProperties", "dependentSchemas":
+			if m, ok := v.(map[string]any); ok {
+				for _, sub := range m {
+					if sm, ok := sub.(map[string]any); ok {
+						closeObjects(sm)
+					}
+				}
+			}
+		case "items", "additionalProperties", "additionalItems", "not", "if", "then", "else", "contains", "unevaluatedItems":
+			if sm, ok := v.(map[string]any); ok {
+				closeObjects(sm)
+			}
+		case "anyOf", "oneOf", "allOf", "prefixItems":
+			if list, ok := v.([]any); ok {
+				for _, sub := range list {
+					if sm, ok := sub.(map[string]any); ok {
+						closeObjects(sm)
+					}
+				}
+			}
+		}
+	}
+}
+
+// combines reports whether s composes other schemas with allOf, anyOf,
+// oneOf or $ref: closing s itself would refuse the members the others
+// name (additionalProperties sees only s's own properties).
+func combines(s map[string]any) bool {
+	for _, k := range []string{"allOf", "anyOf", "oneOf", "$ref", "$dynamicRef"} {
+		if _, ok := s[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrNotOverridable is returned for an audit event no scoped override can

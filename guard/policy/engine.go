@@ -17,6 +17,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/pathrules"
 	"github.com/mcpguard/mcpguard/guard/validate"
 )
@@ -55,6 +56,11 @@ const (
 	RuleSecret          = "args.secret"
 	RuleOptionLike      = "args.option_injection"
 	RuleOptionDenied    = "args.option_not_allowed"
+	// RulePathProtected refuses a write, inside a write root, to an entry
+	// the user's tools run or obey (launch.IsProtected: .git's hooks and
+	// config, .envrc, shell start-up files, editors' settings): the same
+	// names L3 keeps read-only.
+	RulePathProtected = "path.protected"
 )
 
 // Violation is why a call is refused.
@@ -92,17 +98,26 @@ type Engine struct {
 }
 
 type tool struct {
-	name    string
-	pin     string
-	schema  *jsonschema.Schema
-	simple  *simpleSchema // schema's simple form, nil when it has none
-	args    []argRule     // sorted by name
-	hasArgv bool          // an argument of kind argv (checked against the others)
-	read    validate.Roots
-	write   validate.Roots
-	net     []netRule
-	exec    map[string]bool
-	waive   map[string]bool
+	name   string
+	pin    string
+	schema *jsonschema.Schema
+	simple *simpleSchema // schema's simple form, nil when it has none
+	// model is the schema compiled for the argument model (model.go),
+	// slots its static part with the policy's args merged over it.
+	model    *jsonschema.Schema
+	slots    map[string]*slot
+	hints    hints
+	readOnly bool
+	// topDefaults are the top-level members with a schema default (of
+	// their own or of their members), for the fast path: an omitted or
+	// blank member is judged as its default.
+	topDefaults []string
+	hasArgv     bool // an argument of kind argv (checked against the others)
+	read        validate.Roots
+	write       validate.Roots
+	net         []netRule
+	exec        map[string]bool
+	waive       map[string]bool
 }
 
 type argRule struct {
@@ -143,7 +158,8 @@ func Compile(p *Policy, o EngineOptions) (*Engine, error) {
 }
 
 func compileTool(name string, t Tool, p *Policy) (*tool, error) {
-	ct := &tool{name: name, pin: t.Pin, exec: map[string]bool{}, waive: map[string]bool{}}
+	ct := &tool{name: name, pin: t.Pin, exec: map[string]bool{}, waive: map[string]bool{},
+		readOnly: t.ReadOnly, hints: hints{tool: name, readOnly: t.ReadOnly}}
 	var err error
 	if len(t.Schema) > 0 {
 		var doc any
@@ -151,20 +167,13 @@ func compileTool(name string, t Tool, p *Policy) (*tool, error) {
 			return nil, err
 		}
 		ct.simple = newSimpleSchema(doc)
-	}
-	for n, a := range t.Args {
-		switch a.Kind {
-		case "", KindPath, KindURL, KindHost, KindExec, KindCommand, KindArgv:
-		default:
-			return nil, fmt.Errorf("argument %s: unknown kind %q", n, a.Kind)
+		if ct.model, err = compileModelSchema(name, t.Schema); err != nil {
+			return nil, err
 		}
-		if a.Kind == KindPath && a.Access != Read && a.Access != Write {
-			return nil, fmt.Errorf("argument %s: path access %q (want read or write)", n, a.Access)
-		}
-		ct.args = append(ct.args, argRule{name: n, Arg: a})
-		ct.hasArgv = ct.hasArgv || a.Kind == KindArgv
 	}
-	sort.Slice(ct.args, func(i, j int) bool { return ct.args[i].name < ct.args[j].name })
+	if err := ct.compileSlots(t.Args); err != nil {
+		return nil, err
+	}
 	if ct.read, err = validate.NewRoots(slices.Concat(p.Filesystem.Read, t.Read)...); err != nil {
 		return nil, err
 	}
@@ -277,6 +286,12 @@ func (e *Engine) Pinned(toolName string) string {
 
 // Check decides one tools/call. It returns nil when the call may go ahead.
 func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMessage) *Violation {
+	return e.check(ctx, toolName, rawArgs, nil)
+}
+
+// check is Check; j, when not nil, collects the call's strings for the
+// session (CheckCall).
+func (e *Engine) check(ctx context.Context, toolName string, rawArgs json.RawMessage, j *judged) *Violation {
 	t, ok := e.tools[toolName]
 	if !ok {
 		return &Violation{Layer: LayerL1, Rule: RuleToolNotAllowed, Target: toolName,
@@ -289,7 +304,7 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 	case ok && !e.general:
 		// The common shape: checked without the map where it can be,
 		// else decoded as encoding/json decodes it.
-		if v, done := e.checkFlat(ctx, t, rawArgs, flat); done {
+		if v, done := e.checkFlat(ctx, t, rawArgs, flat, j); done {
 			return v
 		}
 		args = flatMap(flat)
@@ -311,68 +326,54 @@ func (e *Engine) Check(ctx context.Context, toolName string, rawArgs json.RawMes
 				Reason: "arguments do not match the policy's schema: " + schemaErr(err)}
 		}
 	}
-	for i := range t.args {
-		a := &t.args[i]
-		v, ok := args[a.name]
-		if !ok || a.Kind == "" {
-			continue
-		}
-		if a.Kind == KindArgv {
-			if bad := e.checkArgvList(ctx, t, a, v, args); bad != nil {
-				bad.Arg = a.name
-				return bad
-			}
-			continue
-		}
-		var bad *Violation
-		eachString(v, func(s string) bool {
-			bad = e.checkArg(ctx, t, a, s)
-			return bad == nil
-		}, func() {
-			bad = &Violation{Layer: LayerL1, Rule: RuleKindMismatch, Target: a.name,
-				Reason: fmt.Sprintf("argument %q of kind %s must be a string or strings", a.name, a.Kind)}
-		})
-		if bad != nil {
-			bad.Arg = a.name
-			return bad
-		}
+	keys, bad := e.judgeArgs(ctx, t, args, j)
+	if bad != nil {
+		return bad
 	}
 	if !e.o.L2 {
 		return nil
 	}
 	if !validate.MayCarryContentRisk(rawArgs) {
 		// No string can match alone; two joined still can.
-		return e.checkSplit(t, args)
+		return e.checkSplit(t, args, keys)
 	}
-	return e.checkContent(t, args)
+	return e.checkContent(t, args, keys)
 }
 
-// checkContent runs the L2 content checks over every string of args:
-// secrets (also obfuscated or base64-encoded) and environment references
-// in each, then secrets in the concatenation of them all, so that a key
-// split across arguments ("AKIA" + "IOSFODNN7EXAMPLE") is seen as the
-// server that joins them sees it.
-func (e *Engine) checkContent(t *tool, args map[string]any) *Violation {
+// checkContent runs the L2 content checks over every string of args and
+// over keys (the member names no schema fixes): secrets (also obfuscated
+// or base64-encoded) and environment references in each, then secrets in
+// the concatenation of them all, so that a key split across arguments
+// ("AKIA" + "IOSFODNN7EXAMPLE") is seen as the server that joins them
+// sees it.
+func (e *Engine) checkContent(t *tool, args map[string]any, keys []string) *Violation {
 	if !e.o.L2 {
 		return nil
 	}
 	var all []string
+	var bad *Violation
+	one := func(name, s string) bool {
+		all = append(all, s)
+		if f, ok := validate.FindSecretDeep(s); ok && !t.waive[RuleSecret] {
+			bad = &Violation{Layer: LayerL2, Rule: RuleSecret, Target: name,
+				Reason: fmt.Sprintf("argument %q carries a secret (%s)", name, f.Kind)}
+			return false
+		}
+		if f, ok := validate.FindEnvReference(s); ok && !t.waive[RuleEnvReference] {
+			bad = &Violation{Layer: LayerL2, Rule: RuleEnvReference, Target: name,
+				Reason: fmt.Sprintf("argument %q refers to the environment (%s %q)", name, f.Kind, s[f.Start:f.End])}
+			return false
+		}
+		return true
+	}
+	for _, k := range keys {
+		if !one("a key", k) {
+			bad.Arg = "a key"
+			return bad
+		}
+	}
 	for _, name := range sortedKeys(args) {
-		var bad *Violation
-		walk(args[name], func(s string) bool {
-			all = append(all, s)
-			if f, ok := validate.FindSecretDeep(s); ok && !t.waive[RuleSecret] {
-				bad = &Violation{Layer: LayerL2, Rule: RuleSecret, Target: name,
-					Reason: fmt.Sprintf("argument %q carries a secret (%s)", name, f.Kind)}
-				return false
-			}
-			if f, ok := validate.FindEnvReference(s); ok && !t.waive[RuleEnvReference] {
-				bad = &Violation{Layer: LayerL2, Rule: RuleEnvReference, Target: name,
-					Reason: fmt.Sprintf("argument %q refers to the environment (%s %q)", name, f.Kind, s[f.Start:f.End])}
-				return false
-			}
-			return true
-		})
+		walk(args[name], func(s string) bool { return one(name, s) })
 		if bad != nil {
 			bad.Arg = name
 			return bad
@@ -382,18 +383,18 @@ func (e *Engine) checkContent(t *tool, args map[string]any) *Violation {
 }
 
 // checkSplit is the split-secret part of checkContent alone.
-func (e *Engine) checkSplit(t *tool, args map[string]any) *Violation {
-	if len(args) == 0 {
+func (e *Engine) checkSplit(t *tool, args map[string]any, keys []string) *Violation {
+	if len(args)+len(keys) == 0 {
 		return nil
 	}
-	if len(args) == 1 {
+	if len(args) == 1 && len(keys) == 0 {
 		for _, v := range args {
 			if _, ok := v.(string); ok {
 				return nil // one string: nothing to join
 			}
 		}
 	}
-	var all []string
+	all := slices.Clone(keys)
 	for _, name := range sortedKeys(args) {
 		walk(args[name], func(s string) bool { all = append(all, s); return true })
 	}
@@ -490,29 +491,6 @@ func (e *Engine) checkCommand(ctx context.Context, t *tool, a *argRule, s string
 		return v
 	}
 	return e.checkWords(ctx, t, a, argv[0], argv[1:])
-}
-
-// checkArgvList checks an argv argument (a string or an array of strings)
-// as the argument list of the program it is handed to: the rule's
-// Program, else the value of the tool's exec argument.
-func (e *Engine) checkArgvList(ctx context.Context, t *tool, a *argRule, v any, args map[string]any) *Violation {
-	var list []string
-	mismatch := false
-	eachString(v, func(s string) bool { list = append(list, s); return true }, func() { mismatch = true })
-	if mismatch {
-		return &Violation{Layer: LayerL1, Rule: RuleKindMismatch, Target: a.name,
-			Reason: fmt.Sprintf("argument %q of kind %s must be a string or strings", a.name, a.Kind)}
-	}
-	prog := a.Program
-	if prog == "" {
-		for i := range t.args {
-			if t.args[i].Kind == KindExec {
-				prog, _ = args[t.args[i].name].(string)
-				break
-			}
-		}
-	}
-	return e.checkWords(ctx, t, a, prog, list)
 }
 
 // checkWords confines the words of prog's argument list: with L2 the
@@ -625,7 +603,30 @@ func (e *Engine) checkPath(t *tool, a *argRule, s string) *Violation {
 		return &Violation{Layer: LayerL1, Rule: RulePathOutside, Target: canon,
 			Reason: fmt.Sprintf("%s of %s (argument %q) is outside the policy's %s roots", a.Access, canon, a.name, a.Access)}
 	}
+	if a.Access == Write && e.o.L2 && !t.waive[RulePathProtected] && protected(t.write, canon) {
+		return &Violation{Layer: LayerL2, Rule: RulePathProtected, Target: canon,
+			Reason: fmt.Sprintf("write of %s (argument %q): the user's tools run or obey it (git hooks and config, .envrc, shell start-up files, editor settings), so no tool may write it, inside a write root too", canon, a.name)}
+	}
 	return nil
+}
+
+// protected reports whether the canonical path p is a protected entry, or
+// inside one, relative to every write root that holds it: a root that
+// names the entry itself (filesystem.write: ["${WS}/.vscode"]) admits it,
+// as it does for L3.
+func protected(write validate.Roots, p string) bool {
+	held := false
+	for _, r := range write {
+		if !validate.Within(p, r) {
+			continue
+		}
+		rel, err := filepath.Rel(r, p)
+		if err != nil || !launch.IsProtected(rel) {
+			return false
+		}
+		held = true
+	}
+	return held
 }
 
 func lexicalPath(s string, o validate.PathOptions) string {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
-	"github.com/mcpguard/mcpguard/internal/stagetest"
+	"github.com/mcpguard/mcpguard/guard/internal/stagetest"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -97,17 +97,38 @@ func (f *fixture) engine(tb testing.TB, src string, l2 bool) *Engine {
 	return e
 }
 
+// engineCall is one tools/call and the rule that must refuse it ("" for
+// none) in the layer that must.
+type engineCall struct {
+	tool  string
+	args  any
+	rule  string
+	layer string
+}
+
+func checkCalls(t *testing.T, e *Engine, calls []engineCall) {
+	t.Helper()
+	for _, c := range calls {
+		raw, err := json.Marshal(c.args)
+		require.NoError(t, err)
+		v := e.Check(context.Background(), c.tool, raw)
+		name := c.tool + " " + string(raw)
+		if c.rule == "" {
+			assert.Nil(t, v, name)
+			continue
+		}
+		if assert.NotNil(t, v, name) {
+			assert.Equal(t, c.rule, v.Rule, "%s: %s", name, v.Reason)
+			assert.Equal(t, c.layer, v.Layer, name)
+		}
+	}
+}
+
+// TestEngineCheck: path arguments, the schema, the tool list; paths as the kernel
+// resolves them, ~ forms and file: URIs.
 func TestEngineCheck(t *testing.T) {
 	f := newFixture(t)
-	e := f.engine(t, testPolicy, true)
-	js := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
-	type call struct {
-		tool  string
-		args  any
-		rule  string // "" = allowed
-		layer string
-	}
-	calls := []call{
+	checkCalls(t, f.engine(t, testPolicy, true), []engineCall{
 		{"read_file", map[string]any{"path": f.ws + "/notes.txt"}, "", ""},
 		{"read_file", map[string]any{"path": "notes.txt"}, "", ""},
 		{"read_file", map[string]any{"path": "/usr/share/doc"}, "", ""},
@@ -122,8 +143,35 @@ func TestEngineCheck(t *testing.T) {
 		{"delete_file", map[string]any{"path": "x"}, RuleToolNotAllowed, "L1"},
 		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "hi"}, "", ""},
 		{"write_file", map[string]any{"path": f.ws + "/notes.txt", "content": "hi"}, RulePathOutside, "L1"},
+		{"read_many", map[string]any{"paths": []any{f.ws + "/notes.txt", "/etc/shadow"}}, RulePathOutside, "L1"},
+		{"read_many", map[string]any{"paths": []any{f.ws + "/notes.txt", 3}}, RuleKindMismatch, "L1"},
+		{"read_many", map[string]any{"paths": []any{"/proc/self/environ"}}, RulePathOutside, "L1"},
+		{"read_file", map[string]any{"path": "--output=" + f.ws + "/x"}, RuleOptionLike, "L2"},
+		{"read_file", map[string]any{"path": "link/../notes.txt"}, RulePathOutside, "L1"},
+		{"read_file", map[string]any{"path": "~/.ssh/id_rsa"}, RulePathHome, "L2"},
+		{"read_file", map[string]any{"path": "~root/.ssh/id_rsa"}, RulePathHome, "L2"},
+		{"read_file", map[string]any{"path": "FILE://" + f.home + "/.ssh/id_rsa"}, RulePathOutside, "L1"},
+		{"read_file", map[string]any{"path": "file:" + f.ws + "/notes.txt"}, "", ""},
+	})
+}
+
+// TestEngineCheckContent: secrets and environment references in any argument, also
+// split across arguments, base64-encoded or with a soft hyphen inside.
+func TestEngineCheckContent(t *testing.T) {
+	f := newFixture(t)
+	checkCalls(t, f.engine(t, testPolicy, true), []engineCall{
 		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "AKIAIOSFODNN7EXAMPLE"}, RuleSecret, "L2"},
 		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "token is ${API_TOKEN}"}, RuleEnvReference, "L2"},
+		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "IOSFODNN7EXAMPLE", "prefix": "AKIA"}, RuleSecret, "L2"},
+		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "QUtJQUlPU0ZPRE5ON0VYQU1QTEU="}, RuleSecret, "L2"},
+		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "AKIA\u00adIOSFODNN7EXAMPLE"}, RuleSecret, "L2"},
+	})
+}
+
+// TestEngineCheckNetwork: URL and host arguments against the network allow-list.
+func TestEngineCheckNetwork(t *testing.T) {
+	f := newFixture(t)
+	checkCalls(t, f.engine(t, testPolicy, true), []engineCall{
 		{"fetch", map[string]any{"url": "http://127.0.0.2:8080/weather?city=Oslo"}, "", ""},
 		{"fetch", map[string]any{"url": "http://127.0.0.2:9999/"}, RuleURLHost, "L1"},
 		{"fetch", map[string]any{"url": "http://127.0.0.1:8080/"}, RuleURLHost, "L1"},
@@ -135,6 +183,14 @@ func TestEngineCheck(t *testing.T) {
 		{"fetch", map[string]any{"url": "http://x@api.example.com/"}, RuleURLUserinfo, "L2"},
 		{"connect", map[string]any{"addr": "127.0.0.2:8080"}, "", ""},
 		{"connect", map[string]any{"addr": "127.0.0.1:8080"}, RuleNetHost, "L1"},
+	})
+}
+
+// TestEngineCheckCommands: commands split with shell rules, every word confined;
+// attached short-option values and per-program option rules.
+func TestEngineCheckCommands(t *testing.T) {
+	f := newFixture(t)
+	checkCalls(t, f.engine(t, testPolicy, true), []engineCall{
 		{"run", map[string]any{"command": "git status"}, "", ""},
 		{"run", map[string]any{"command": "ls -la", "mode": "fast"}, "", ""},
 		{"run", map[string]any{"command": "ls", "mode": "turbo"}, RuleSchema, "L1"},
@@ -142,10 +198,6 @@ func TestEngineCheck(t *testing.T) {
 		{"run", map[string]any{"command": "ls $(cat ~/.ssh/id_rsa)"}, RuleCmdInjection, "L2"},
 		{"run", map[string]any{"command": "curl http://127.0.0.1"}, RuleExec, "L1"},
 		{"run", map[string]any{"command": "/tmp/evil"}, RuleExec, "L1"},
-		{"read_many", map[string]any{"paths": []any{f.ws + "/notes.txt", "/etc/shadow"}}, RulePathOutside, "L1"},
-		{"read_many", map[string]any{"paths": []any{f.ws + "/notes.txt", 3}}, RuleKindMismatch, "L1"},
-		{"read_many", map[string]any{"paths": []any{"/proc/self/environ"}}, RulePathOutside, "L1"},
-		{"read_file", map[string]any{"path": "--output=" + f.ws + "/x"}, RuleOptionLike, "L2"},
 		{"exec", map[string]any{"program": "ls", "args": []any{"-la", "docs", "+%Y", "@0", "notes.txt"}}, "", ""},
 		{"exec", map[string]any{"program": "ls", "args": []any{"-n", "5", f.home + "/.ssh/id_rsa"}}, RulePathOutside, "L1"},
 		{"exec", map[string]any{"program": "ls", "args": []any{f.ws + "/../home"}}, RulePathOutside, "L1"},
@@ -153,44 +205,24 @@ func TestEngineCheck(t *testing.T) {
 		{"exec", map[string]any{"program": "ls", "args": []any{"--output=/etc/passwd"}}, RulePathOutside, "L1"},
 		{"exec", map[string]any{"program": "-x"}, RuleOptionLike, "L2"},
 		{"exec", map[string]any{"program": "find", "args": []any{"."}}, RuleExec, "L1"},
-		// Attached short-option values, and per-program option rules.
 		{"exec", map[string]any{"program": "ls", "args": []any{"-I" + f.home + "/.ssh/id_rsa"}}, RulePathOutside, "L1"},
 		{"exec", map[string]any{"program": "git", "args": []any{"-c", "core.fsmonitor=touch /tmp/x", "status"}}, RuleOptionDenied, "L2"},
 		{"exec", map[string]any{"program": "git", "args": []any{"ls-remote", "--upload-pack=touch x", "."}}, RuleOptionDenied, "L2"},
 		{"exec", map[string]any{"program": "git", "args": []any{"log", "-n3", "--", "notes.txt"}}, "", ""},
 		{"exec", map[string]any{"program": "git", "args": []any{"-C", f.home, "log"}}, RulePathOutside, "L1"},
-		// Commands split with shell rules; every word confined.
 		{"run", map[string]any{"command": "ls " + f.home + "/.ssh"}, RulePathOutside, "L1"},
 		{"run", map[string]any{"command": "ls *"}, RuleCmdInjection, "L2"},
 		{"run", map[string]any{"command": "ls '" + f.ws + "/docs'"}, "", ""},
 		{"run", map[string]any{"command": "git -c alias.x='!touch /tmp/x' x"}, RuleOptionDenied, "L2"},
 		{"run", map[string]any{"command": "git -c core.fsmonitor=x status"}, RuleOptionDenied, "L2"},
 		{"run", map[string]any{"command": "ls ~/x"}, RuleCmdInjection, "L2"},
-		// Paths as the kernel resolves them; ~ forms; file: URIs.
-		{"read_file", map[string]any{"path": "link/../notes.txt"}, RulePathOutside, "L1"},
-		{"read_file", map[string]any{"path": "~/.ssh/id_rsa"}, RulePathHome, "L2"},
-		{"read_file", map[string]any{"path": "~root/.ssh/id_rsa"}, RulePathHome, "L2"},
-		{"read_file", map[string]any{"path": "FILE://" + f.home + "/.ssh/id_rsa"}, RulePathOutside, "L1"},
-		{"read_file", map[string]any{"path": "file:" + f.ws + "/notes.txt"}, "", ""},
-		// A secret split across arguments.
-		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "IOSFODNN7EXAMPLE", "prefix": "AKIA"}, RuleSecret, "L2"},
-		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "QUtJQUlPU0ZPRE5ON0VYQU1QTEU="}, RuleSecret, "L2"},
-		{"write_file", map[string]any{"path": f.ws + "/docs/a.md", "content": "AKIA\u00adIOSFODNN7EXAMPLE"}, RuleSecret, "L2"},
-	}
-	for _, c := range calls {
-		v := e.Check(context.Background(), c.tool, js(c.args))
-		name := c.tool + " " + string(js(c.args))
-		if c.rule == "" {
-			assert.Nil(t, v, name)
-			continue
-		}
-		if assert.NotNil(t, v, name) {
-			assert.Equal(t, c.rule, v.Rule, "%s: %s", name, v.Reason)
-			assert.Equal(t, c.layer, v.Layer, name)
-		}
-	}
-	// A host name that resolves to loopback is refused even though the
-	// name is allowed (DNS rebinding), unless the rule says private.
+	})
+}
+
+// TestEngineCheckRebinding: a host name that resolves to loopback is refused even
+// though the name is allowed (DNS rebinding), unless the rule says private.
+func TestEngineCheckRebinding(t *testing.T) {
+	js := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
 	p, err := Parse([]byte(`{"server":"x","tools":{"fetch":{"args":{"url":{"kind":"url"}}}},
 		"network":{"allow":[{"host":"rebind.example.com"}]}}`), nil)
 	require.NoError(t, err)

@@ -123,18 +123,32 @@ func decodeFlat(raw []byte) (map[string]any, bool) {
 // violations. done is false where it leaves the call to the general path
 // (a schema the fast path cannot accept it by, a tool with an argv
 // argument), before it has checked anything.
-func (e *Engine) checkFlat(ctx context.Context, t *tool, raw []byte, args []flatArg) (v *Violation, done bool) {
+func (e *Engine) checkFlat(ctx context.Context, t *tool, raw []byte, args []flatArg, j *judged) (v *Violation, done bool) {
 	if t.hasArgv || t.schema != nil && (t.simple == nil || !t.simple.acceptsFlat(args)) {
 		return nil, false
 	}
-	for i := range t.args {
-		a := &t.args[i]
-		s, ok := flatGet(args, a.name)
-		if !ok || a.Kind == "" {
-			continue
+	for _, d := range t.topDefaults {
+		if v, ok := flatGet(args, d); !ok || blank(v) {
+			return nil, false // judged as its default: the general path's
 		}
-		if bad := e.checkArg(ctx, t, a, s); bad != nil {
-			bad.Arg = a.name
+	}
+	for i := range args {
+		if _, ok := t.slots["/"+escapeToken(args[i].key)]; !ok {
+			return nil, false // a key no slot names is judged: the general path's
+		}
+	}
+	// In the general path's order (its keys sorted), so that the first
+	// violation is the same one.
+	byKey := func(a, b flatArg) int { return strings.Compare(a.key, b.key) }
+	if !slices.IsSortedFunc(args, byKey) {
+		args = slices.SortedFunc(slices.Values(args), byKey)
+	}
+	for i := range args {
+		a := &args[i]
+		sl := t.slots["/"+escapeToken(a.key)]
+		j.collect(sl, a.val)
+		if bad := e.judgeString(ctx, t, sl, a.val); bad != nil {
+			bad.Arg = argLabel(sl.path, a.key)
 			return bad, true
 		}
 	}
@@ -142,15 +156,14 @@ func (e *Engine) checkFlat(ctx context.Context, t *tool, raw []byte, args []flat
 		return nil, true
 	}
 	if validate.MayCarryContentRisk(raw) {
-		return e.checkContent(t, flatMap(args)), true
+		return e.checkContent(t, flatMap(args), nil), true
 	}
 	// checkSplit: the strings in the order of their keys.
 	if len(args) < 2 {
 		return nil, true
 	}
-	sorted := slices.SortedFunc(slices.Values(args), func(a, b flatArg) int { return strings.Compare(a.key, b.key) })
-	all := make([]string, len(sorted))
-	for i, a := range sorted {
+	all := make([]string, len(args))
+	for i, a := range args {
 		all[i] = a.val
 	}
 	return splitSecret(t, all), true

@@ -277,8 +277,10 @@ func TestCheckFlatAgrees(t *testing.T) {
 			for _, tool := range append(fast.Tools(), "unknown") {
 				names := []string{"x"}
 				if tl := fast.tools[tool]; tl != nil {
-					for _, a := range tl.args {
-						names = append(names, a.name)
+					for _, sl := range tl.slots {
+						if strings.Count(sl.path, "/") == 1 && sl.path != "/*" {
+							names = append(names, sl.name)
+						}
 					}
 					if tl.simple != nil {
 						for name := range tl.simple.props {

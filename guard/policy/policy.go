@@ -42,6 +42,29 @@ type Policy struct {
 	// resolves itself (guard/runtime): granted by L3 alone, read/execute
 	// only, never admitted for tool arguments.
 	Runtime Runtime `json:"runtime,omitzero"`
+	// Limits bound the server's process tree under L3 (cgroup limits;
+	// zero fields take the launcher's defaults).
+	Limits Limits `json:"limits,omitzero"`
+	// Protocol is what the layers let through beyond the MCP schema.
+	Protocol Protocol `json:"protocol,omitzero"`
+}
+
+// Limits are the server's resource limits (docs/policy.md, "limits").
+type Limits struct {
+	// Tasks caps processes and threads together (default 512).
+	Tasks int `json:"tasks,omitempty"`
+	// MemoryMiB caps memory, in MiB (default 1024).
+	MemoryMiB int `json:"memory_mib,omitempty"`
+	// CPUs caps CPU time, in CPUs (default 2).
+	CPUs float64 `json:"cpus,omitempty"`
+}
+
+// Protocol widens what the layers accept of the protocol itself.
+type Protocol struct {
+	// AllowMethods lists methods outside the MCP schema (an extension's)
+	// that pass in either direction, unjudged but for their text ("*":
+	// any). Every other method outside the schema is refused (-32601).
+	AllowMethods []string `json:"allow_methods,omitempty"`
 }
 
 // Runtime holds runtime grants: code and programs the server loads or
@@ -110,16 +133,27 @@ type Tool struct {
 	// Waive lists L2 content rules (e.g. "args.env_reference") that do not
 	// apply to this tool.
 	Waive []string `json:"waive,omitempty"`
+	// ReadOnly says the tool only reads (its readOnlyHint, name or
+	// description said so at policy init): a path argument whose kind the
+	// policy does not give, or a value that reads as a path, is judged for
+	// read access. Otherwise for write: the stricter reading.
+	ReadOnly bool `json:"read_only,omitempty"`
 }
 
-// Arg is a constraint on one argument. The argument may be a string or an
+// Arg is a constraint on one argument, named in Tool.Args by its
+// top-level name ("path") or by its place in the arguments as a slot path
+// ("/options/output", "/files/*/path": "*" is every item of an array and
+// every extra member of an object). The argument may be a string or an
 // array of strings; each string is checked.
 type Arg struct {
 	// Kind is "path", "url", "host" (host or host:port), "exec" (an
 	// executable), "command" (a command line that reaches a shell),
 	// "argv" (arguments handed to a program: every word, and every
-	// option's value, is confined to the read roots like a path) or ""
-	// (plain value).
+	// option's value, is confined to the read roots like a path), "text"
+	// (free text), "secret" (a credential the server takes), or "" (the
+	// kind the model derives from the schema, name and description).
+	// Whatever the kind, a value that reads as a path or URL is judged as
+	// one.
 	Kind string `json:"kind,omitempty"`
 	// Access is "read" or "write" for path arguments.
 	Access string `json:"access,omitempty"`
@@ -127,6 +161,10 @@ type Arg struct {
 	// "sort"), so that its option allow-list applies. Empty: the value of
 	// the tool's exec argument, if it has one.
 	Program string `json:"program,omitempty"`
+	// Verbatim says the server uses the value exactly as sent (it does not
+	// trim it): whitespace and quotes around a path or URL are then not
+	// refused (args.unclean_value). Control characters still are.
+	Verbatim bool `json:"verbatim,omitempty"`
 }
 
 // Argument kinds.
@@ -139,6 +177,9 @@ const (
 	KindArgv    = "argv"
 )
 
+// Kinds lists every argument kind a policy may name ("" derives it).
+var Kinds = []string{KindPath, KindURL, KindHost, KindExec, KindCommand, KindArgv, KindText, KindSecret}
+
 // Path access modes.
 const (
 	Read  = "read"
@@ -149,6 +190,12 @@ const (
 type Filesystem struct {
 	Read  []string `json:"read,omitempty"`
 	Write []string `json:"write,omitempty"`
+	// ProtectExecConfig refuses, under L3, writes to the files in the
+	// write roots that the user's tools execute or read as configuration
+	// (package.json, lock files, .pth, Makefiles, CI workflows: package
+	// guard/changes), as protected names are refused; without it they are
+	// written and listed in the session change report.
+	ProtectExecConfig bool `json:"protect_exec_config,omitempty"`
 }
 
 // Network holds the allowed destinations.
@@ -168,6 +215,12 @@ type NetRule struct {
 	// host name resolves to. A rule whose Host is an IP or CIDR admits the
 	// addresses it names without it.
 	Private bool `json:"private,omitempty"`
+	// Resolve pins a host name to these addresses for the L3 egress
+	// filter, which then dials them instead of asking DNS (a name only
+	// the server's world knows: a test API on loopback, a split-horizon
+	// name), as an /etc/hosts entry would. The addresses are the
+	// operator's own statement: Private is not needed for them.
+	Resolve []string `json:"resolve,omitempty"`
 }
 
 // Exec holds the executable allow-list (absolute paths; symlinks such as

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,7 +55,7 @@ func (e *Engine) CheckRequest(ctx context.Context, method string, params json.Ra
 		if v := e.checkResourceURI(ctx, t, *p.URI); v != nil {
 			return v
 		}
-		return e.checkContent(t, map[string]any{"uri": *p.URI})
+		return e.checkContent(t, map[string]any{"uri": *p.URI}, nil)
 	case "prompts/get":
 		var p struct {
 			Arguments map[string]any `json:"arguments"`
@@ -64,7 +64,7 @@ func (e *Engine) CheckRequest(ctx context.Context, method string, params json.Ra
 			return &Violation{Layer: LayerL1, Rule: RuleParamsMalformed, Target: method,
 				Reason: "prompts/get params are not an object"}
 		}
-		return e.checkLoose(ctx, t, p.Arguments)
+		return e.checkLoose(ctx, t, p.Arguments, keysOf(p.Arguments, nil))
 	case "completion/complete":
 		var p struct {
 			Ref struct {
@@ -88,6 +88,8 @@ func (e *Engine) CheckRequest(ctx context.Context, method string, params json.Ra
 			args["context."+k] = v
 		}
 		args["argument:"+p.Argument.Name] = p.Argument.Value
+		keys := append(keysOf(p.Context.Arguments, nil), p.Argument.Name)
+		keys = keysOf(p.Argument.Value, keys)
 		if v, ok := p.Argument.Value.(string); ok && p.Ref.Type == "ref/resource" && p.Ref.URI != "" {
 			// The server completes the value inside the template's URI
 			// ("file:///{path}" with "etc/passwd" is file:///etc/passwd).
@@ -98,47 +100,90 @@ func (e *Engine) CheckRequest(ctx context.Context, method string, params json.Ra
 				}
 			}
 		}
-		return e.checkLoose(ctx, t, args)
+		return e.checkLoose(ctx, t, args, keys)
 	}
 	return nil
 }
 
-// checkResourceURI confines one resource URI.
+// keysOf appends the member names of every object in v to out, sorted at
+// each level: prompt and completion arguments are named by the caller.
+func keysOf(v any, out []string) []string {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			out = keysOf(x[k], append(out, k))
+		}
+	case []any:
+		for _, it := range x {
+			out = keysOf(it, out)
+		}
+	}
+	return out
+}
+
+// checkResourceURI confines one resource URI: what it names (a file, a
+// destination, a server's own scheme) and every component of its query
+// and fragment (uriParts), which a server that reads resources may honour
+// as well ("notes://x?file=/etc/passwd").
 func (e *Engine) checkResourceURI(ctx context.Context, t *tool, uri string) *Violation {
 	read := &argRule{name: "uri", Arg: Arg{Kind: KindPath, Access: Read}}
 	if validate.IsFileURI(uri) || !strings.Contains(uri, ":") {
-		return e.checkPath(t, read, uri)
+		if bad := e.checkPath(t, read, uri); bad != nil {
+			return bad
+		}
+		return e.checkURIParts(ctx, t, read, uri)
 	}
-	scheme, rest, _ := strings.Cut(uri, ":")
+	scheme, _, _ := strings.Cut(uri, ":")
 	switch strings.ToLower(scheme) {
 	case "http", "https", "ws", "wss", "ftp":
 		d, err := validate.ParseURL(uri, []string{"http", "https", "ws", "wss", "ftp"})
 		if err != nil {
 			return urlViolation("uri", err)
 		}
-		return e.checkDest(ctx, t, d, RuleURLHost)
+		if bad := e.checkDest(ctx, t, d, RuleURLHost); bad != nil {
+			return bad
+		}
+		return e.checkURIParts(ctx, t, read, uri)
 	}
 	// A scheme of the server's own ("notes://", "repo://"): many servers
-	// map it onto files, so traversal in it is refused, raw or encoded.
-	dec := rest
-	for range 3 {
-		u, err := url.PathUnescape(dec)
-		if err != nil || u == dec {
-			break
+	// map it onto files, so traversal in it is refused, raw or encoded,
+	// and an absolute path in it is judged as the path it is.
+	return e.checkSchemeURI(ctx, t, read, uri)
+}
+
+// uriParts returns the components of a URI's query (each name and each
+// value, "a=1&b" and ";"-separated alike) and its fragment, as sent: a
+// server that reads a URI may use any of them, decoded (the caller judges
+// the decoded forms too).
+func uriParts(uri string) []string {
+	rest, frag, _ := strings.Cut(uri, "#")
+	var out []string
+	if _, q, ok := strings.Cut(rest, "?"); ok {
+		for kv := range strings.FieldsFuncSeq(q, func(r rune) bool { return r == '&' || r == ';' }) {
+			k, v, _ := strings.Cut(kv, "=")
+			out = append(out, k, v)
 		}
-		dec = u
 	}
-	for _, s := range []string{rest, dec} {
-		s = strings.ReplaceAll(s, `\`, "/")
-		for seg := range strings.SplitSeq(s, "/") {
-			if seg == ".." {
-				return &Violation{Layer: LayerL2, Rule: RuleResourceTraversal, Target: uri,
-					Reason: fmt.Sprintf("resource URI %q climbs out of its tree with ..", uri)}
+	out = append(out, frag)
+	return slices.DeleteFunc(out, func(s string) bool { return s == "" })
+}
+
+// checkURIParts judges each component of uri's query and fragment as a
+// value the argument model reads (a path with a's access, a URL, a URI;
+// free text otherwise), in every form a server may decode it to.
+func (e *Engine) checkURIParts(ctx context.Context, t *tool, a *argRule, uri string) *Violation {
+	for _, part := range uriParts(uri) {
+		bad := e.inForms(part, func(f string) *Violation {
+			r := readValue(f, false)
+			if r == valueNone {
+				return nil
 			}
-		}
-		if strings.IndexByte(s, 0) >= 0 {
-			return &Violation{Layer: LayerL2, Rule: RulePathNUL, Target: uri,
-				Reason: fmt.Sprintf("resource URI %q carries a NUL byte", uri)}
+			pa := *a
+			return e.judgeAs(ctx, t, &pa, f, r)
+		})
+		if bad != nil {
+			bad.Reason += fmt.Sprintf(" (a component of the URI %q)", uri)
+			return bad
 		}
 	}
 	return nil
@@ -148,8 +193,15 @@ func (e *Engine) checkResourceURI(ctx context.Context, t *tool, uri string) *Vio
 // completion arguments): a value that reads as a file (absolute, "~", a
 // file: URI, or one with a ".." segment) is confined to the read roots, a
 // value that reads as an http(s) URL to the network allow-list; then
-// the content checks run over all of them.
-func (e *Engine) checkLoose(ctx context.Context, t *tool, args map[string]any) *Violation {
+// the content checks run over all of them. keys (the argument names the
+// caller chose) are judged the same way.
+func (e *Engine) checkLoose(ctx context.Context, t *tool, args map[string]any, keys []string) *Violation {
+	for _, k := range keys {
+		if bad := e.checkLooseValue(ctx, t, "a key", k); bad != nil {
+			bad.Arg = "a key"
+			return bad
+		}
+	}
 	names := make([]string, 0, len(args))
 	for k := range args {
 		names = append(names, k)
@@ -166,23 +218,19 @@ func (e *Engine) checkLoose(ctx context.Context, t *tool, args map[string]any) *
 			return bad
 		}
 	}
-	return e.checkContent(t, args)
+	return e.checkContent(t, args, keys)
 }
 
 func (e *Engine) checkLooseValue(ctx context.Context, t *tool, name, s string) *Violation {
-	s = strings.TrimSpace(s)
-	low := strings.ToLower(s)
-	switch {
-	case validate.IsFileURI(s), strings.HasPrefix(s, "/"), strings.HasPrefix(s, "~"), hasDotDotSeg(s):
-		return e.checkPath(t, &argRule{name: name, Arg: Arg{Kind: KindPath, Access: Read}}, s)
-	case strings.HasPrefix(low, "http://"), strings.HasPrefix(low, "https://"):
-		d, err := validate.ParseURL(s, e.schemes)
-		if err != nil {
-			return urlViolation(name, err)
-		}
-		return e.checkDest(ctx, t, d, RuleURLHost)
+	return e.inForms(s, func(v string) *Violation { return e.checkLooseOne(ctx, t, name, v) })
+}
+
+func (e *Engine) checkLooseOne(ctx context.Context, t *tool, name, s string) *Violation {
+	r := readValue(s, false)
+	if r == valueNone {
+		return nil
 	}
-	return nil
+	return e.judgeAs(ctx, t, &argRule{name: name, Arg: Arg{Kind: KindPath, Access: Read}}, s, r)
 }
 
 func hasDotDotSeg(s string) bool {

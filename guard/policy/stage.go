@@ -25,12 +25,13 @@ type LayerOptions struct {
 // the rule. The response phase hides from tools/list the tools the policy
 // does not allow.
 func Stage(e *Engine, o LayerOptions) guard.Stage {
-	return &stage{e: e, o: o}
+	return &stage{e: e, o: o, sess: NewSession()}
 }
 
 type stage struct {
-	e *Engine
-	o LayerOptions
+	e    *Engine
+	o    LayerOptions
+	sess *Session // one stage per proxy session (configs.Build)
 }
 
 func (st *stage) Request(ctx context.Context, req *guard.Request) *guard.Response {
@@ -38,7 +39,7 @@ func (st *stage) Request(ctx context.Context, req *guard.Request) *guard.Respons
 	digest := req.Arguments
 	switch {
 	case req.Method == "tools/call":
-		v = st.e.Check(ctx, req.Tool, req.Arguments)
+		v = st.e.CheckCall(ctx, req.Tool, req.Arguments, st.sess)
 	case Checks(req.Method):
 		v = st.e.CheckRequest(ctx, req.Method, req.Params)
 		digest = req.Params

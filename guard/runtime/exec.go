@@ -7,10 +7,12 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcpguard/mcpguard/guard/launch"
 )
 
 // Interpreters returns what the kernel also executes to start path: its
@@ -149,31 +151,75 @@ func isELF(path string) bool {
 	return n == 4 && string(b) == "\x7fELF"
 }
 
-// runCommand runs c and returns its standard output; its standard error
-// is part of the error.
-func runCommand(ctx context.Context, c Command) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
-	cmd.Dir = c.Dir
-	cmd.Env = c.Env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if len(msg) > 600 {
-			msg = "..." + msg[len(msg)-600:]
-		}
-		if msg != "" {
-			return out, fmt.Errorf("%s: %w: %s", strings.Join(c.Argv, " "), err, msg)
-		}
-		return out, fmt.Errorf("%s: %w", strings.Join(c.Argv, " "), err)
-	}
-	return out, nil
-}
-
-// ask runs a helper with the resolver's timeout (scaled).
-func (r *Resolver) ask(ctx context.Context, scale int, c Command) ([]byte, error) {
+// ask runs a helper confined, with the resolver's timeout (scaled). The
+// helper's program and the chain the kernel runs to start it (its ELF
+// loader, its #! interpreter) are executable in its sandbox. With a Cache
+// and a witness (the files an answer came from, besides the helper's
+// programs and grants), an answer kept from an earlier run is reused
+// while those files are unchanged (Cache).
+func (r *Resolver) ask(ctx context.Context, scale int, h launch.Helper, witness func(out []byte) []string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout*time.Duration(max(scale, 1)))
 	defer cancel()
-	return r.o.Run(ctx, c)
+	var more []string
+	for _, p := range append([]string{h.Argv[0]}, h.Exec...) {
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+			more = append(more, real)
+		}
+		if chain, err := Interpreters(p, envValue(h.Env, "PATH")); err == nil {
+			more = append(more, chain...)
+		}
+	}
+	h.Exec = append(h.Exec, more...)
+	cache := r.o.Cache
+	if witness == nil {
+		cache = nil
+	}
+	key := ""
+	if cache != nil {
+		key = helperKey(h)
+		if out, ok := cache.get(key); ok {
+			return out, nil
+		}
+	}
+	started := time.Now()
+	out, err := r.o.Run(ctx, h)
+	if err == nil && cache != nil {
+		paths := append(append(append([]string{h.Argv[0]}, h.Exec...), h.Read...), witness(out)...)
+		cache.put(key, out, started, paths)
+	}
+	return out, err
+}
+
+// systemPrograms are the trees a helper that is a shell script (a version
+// manager) may execute from: the system's programs and loaders.
+var systemPrograms = []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/lib", "/lib", "/lib64", "/usr/lib64", "/usr/libexec"}
+
+// helperEnv is a helper's whole environment: PATH with the system's
+// program directories after dirs, HOME and LANG of env, and env's
+// variables whose names start with one of keep. Nothing else of the
+// server's or the user's environment (tokens, keys) reaches a helper.
+func helperEnv(env []string, dirs []string, keep ...string) []string {
+	path := append(slices.Clone(dirs), "/usr/local/bin", "/usr/bin", "/bin")
+	out := []string{"PATH=" + strings.Join(slices.Compact(path), ":")}
+	for _, k := range []string{"HOME", "LANG"} {
+		if v := envValue(env, k); v != "" {
+			out = append(out, k+"="+v)
+		}
+	}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "PATH" || name == "HOME" || name == "LANG" {
+			continue
+		}
+		for _, p := range keep {
+			if strings.HasPrefix(name, p) {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	return out
 }

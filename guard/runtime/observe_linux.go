@@ -18,9 +18,10 @@ import (
 )
 
 // Observer records the files that the processes of one process group open
-// and execute, with fanotify marks on every mount of a real file system.
-// It observes and never denies: learn mode runs the server unconfined
-// under it. It sees files only (no connects), and a process that exits
+// and execute, with fanotify marks on every real file system (its
+// superblock, so that the mounts of the server's own mount namespace are
+// seen too). It observes and never denies: learn mode runs the server,
+// confined as policy init runs it, under it. It sees files only (no connects), and a process that exits
 // before its events are read cannot be told apart from other processes,
 // so its accesses are dropped.
 type Observer struct {
@@ -70,7 +71,11 @@ func Observe() (*Observer, error) {
 		if pseudoFS[m.fstype] {
 			continue
 		}
-		if unix.FanotifyMark(fd, unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_OPEN|unix.FAN_OPEN_EXEC, unix.AT_FDCWD, m.point) == nil {
+		// A file system mark, not a mount mark: the server runs in a mount
+		// namespace of its own (the launcher's), whose mounts are copies
+		// that a mount mark would not see.
+		if unix.FanotifyMark(fd, unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, unix.FAN_OPEN|unix.FAN_OPEN_EXEC, unix.AT_FDCWD, m.point) == nil ||
+			unix.FanotifyMark(fd, unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_OPEN|unix.FAN_OPEN_EXEC, unix.AT_FDCWD, m.point) == nil {
 			marked++
 		}
 	}

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,13 +13,15 @@ import (
 // which cannot work under L3. What they can run without fetching is a
 // tool the user installed (`uv tool install PKG`, `pipx install PKG`): a
 // venv per package whose bin directory holds the console scripts. The
-// resolver runs that entry point in their place, outside the sandbox's
-// reach of the network; when the tool is not installed, it says at once
-// how to install it.
+// resolver runs that entry point in their place (under L3, as the
+// server); when the tool is not installed, it says at once how to install
+// it. The tools' directories are found from their documented layouts
+// without running uv or pipx.
 //
 // Layouts (uv's "Tools" concept page; pipx's "Configure paths" page):
-//   - uv: the tools directory is `uv tool dir` (UV_TOOL_DIR, else
-//     $XDG_DATA_HOME/uv/tools, else ~/.local/share/uv/tools); tool PKG is
+//   - uv: the tools directory is UV_TOOL_DIR, else
+//     $XDG_DATA_HOME/uv/tools, else ~/.local/share/uv/tools (what `uv tool dir`
+//     prints); tool PKG is
 //     the venv TOOLS/PKG, its commands in TOOLS/PKG/bin.
 //   - pipx: venvs live in $PIPX_HOME/venvs (PIPX_HOME, else
 //     ~/.local/share/pipx, or ~/.local/pipx where that exists); package
@@ -191,7 +192,7 @@ func parsePipxRun(argv []string) (pyToolSpec, error) {
 
 // resolvePyTool finds the installed entry point of a uvx or pipx command
 // and returns `ENTRY ARGS`.
-func (r *Resolver) resolvePyTool(ctx context.Context, c Command, argv []string, g *grants) ([]string, error) {
+func (r *Resolver) resolvePyTool(c Command, argv []string, g *grants) ([]string, error) {
 	var (
 		sp   pyToolSpec
 		err  error
@@ -200,12 +201,12 @@ func (r *Resolver) resolvePyTool(ctx context.Context, c Command, argv []string, 
 	if filepath.Base(argv[0]) == "pipx" {
 		sp, err = parsePipxRun(argv)
 		if err == nil {
-			dirs = r.pipxVenvs(ctx, c, argv[0])
+			dirs = pipxVenvs(c)
 		}
 	} else {
 		sp, err = parseUvx(argv)
 		if err == nil {
-			dirs = r.uvToolDirs(ctx, c, argv[0])
+			dirs = uvToolDirs(c)
 		}
 	}
 	if err != nil {
@@ -245,23 +246,10 @@ func orUnknown(s string) string {
 	return s
 }
 
-// uvToolDirs is where uv keeps installed tools: what `uv tool dir` says
-// (uv beside uvx, else on PATH), else the documented default.
-func (r *Resolver) uvToolDirs(ctx context.Context, c Command, runner string) []string {
-	uv := runner
-	if filepath.Base(runner) == "uvx" {
-		uv = filepath.Join(filepath.Dir(runner), "uv")
-		if _, err := os.Stat(uv); err != nil {
-			uv, _ = lookPath("uv", envValue(c.Env, "PATH"), c.Dir)
-		}
-	}
-	if uv != "" {
-		if out, err := r.ask(ctx, 1, Command{Argv: []string{uv, "tool", "dir"}, Dir: c.Dir, Env: c.Env}); err == nil {
-			if d := strings.TrimSpace(string(lastLine(out))); filepath.IsAbs(d) {
-				return []string{d}
-			}
-		}
-	}
+// uvToolDirs is where uv keeps installed tools, as its documentation
+// says (read, not asked: uv is not run outside a sandbox): UV_TOOL_DIR,
+// else $XDG_DATA_HOME/uv/tools, else ~/.local/share/uv/tools.
+func uvToolDirs(c Command) []string {
 	if d := envValue(c.Env, "UV_TOOL_DIR"); filepath.IsAbs(d) {
 		return []string{d}
 	}
@@ -274,14 +262,10 @@ func (r *Resolver) uvToolDirs(ctx context.Context, c Command, runner string) []s
 	return nil
 }
 
-// pipxVenvs is where pipx keeps installed packages: what `pipx
-// environment` says, else the documented defaults.
-func (r *Resolver) pipxVenvs(ctx context.Context, c Command, pipx string) []string {
-	if out, err := r.ask(ctx, 1, Command{Argv: []string{pipx, "environment", "--value", "PIPX_LOCAL_VENVS"}, Dir: c.Dir, Env: c.Env}); err == nil {
-		if d := strings.TrimSpace(string(lastLine(out))); filepath.IsAbs(d) {
-			return []string{d}
-		}
-	}
+// pipxVenvs is where pipx keeps installed packages, as its documentation
+// says: $PIPX_HOME/venvs, else ~/.local/pipx/venvs where that exists (the
+// older location), else ~/.local/share/pipx/venvs.
+func pipxVenvs(c Command) []string {
 	if d := envValue(c.Env, "PIPX_HOME"); filepath.IsAbs(d) {
 		return []string{filepath.Join(d, "venvs")}
 	}

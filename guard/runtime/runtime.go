@@ -11,11 +11,20 @@
 // filesystem section). Both L3 backends take their runtime grants from
 // Resolve, so they cannot disagree about what a server may load.
 //
-// Launchers that would otherwise fetch code from inside the sandbox (npx,
-// npm exec) are resolved first, outside the sandbox and with the user's
-// network: the command is rewritten to `node <entry>` and the installed
-// package becomes a runtime tree. uvx and `pipx run` are resolved to the
-// entry point of the installed tool (pytools.go), or refused at once.
+// Nothing the server brings is executed outside a sandbox: the resolver
+// reads what the layout says (package.json, pyvenv.cfg, #! lines, version
+// files), and the helpers it must run (an interpreter asked for its search
+// path, npm fetching an npx package, a version manager asked which program
+// its shim runs) run isolated (no workspace on PATH or sys.path, a clean
+// working directory, a minimal environment) and confined by the launcher
+// like a server (launch.Helper): read-only access to the trees they need,
+// no write access to anything the server reads later (npm's cache
+// excepted: it is where the package goes), no network but a package
+// fetch's. Launchers that would otherwise fetch code from inside the
+// server's sandbox (npx, npm exec) are resolved that way first: the
+// command is rewritten to `node <entry>` and the installed package becomes
+// a runtime tree. uvx and `pipx run` are resolved to the entry point of the
+// installed tool (pytools.go), or refused at once.
 package runtime
 
 import (
@@ -27,6 +36,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcpguard/mcpguard/guard/launch"
 )
 
 // ErrUnresolved is wrapped when a command cannot be resolved to something
@@ -65,8 +76,9 @@ type Runtime struct {
 type Options struct {
 	// Run runs a helper program (an interpreter asked for its paths, a
 	// shim asked which program it runs, npm asked to install a package)
-	// and returns its standard output. Nil runs it with os/exec.
-	Run func(ctx context.Context, c Command) ([]byte, error)
+	// confined, and returns its standard output. Nil runs it through the
+	// launcher (launch.Helper.Output): never outside a sandbox.
+	Run func(ctx context.Context, h launch.Helper) ([]byte, error)
 	// Timeout bounds each helper (npm installs get 4x). Zero means
 	// MCPGUARD_RESOLVE_TIMEOUT (a Go duration, for slow machines and
 	// networks) when set, else 20 s.
@@ -74,6 +86,13 @@ type Options struct {
 	// Extra are the policy's runtime.read and runtime.exec entries,
 	// merged into every result.
 	ExtraRead, ExtraExec []string
+	// Cache keeps helpers' answers across Resolvers (sessions) while the
+	// files they came from are unchanged; nil keeps nothing.
+	Cache *Cache
+	// Writable are the policy's write roots. A tree found through
+	// something inside one (a dependency's symlink, a venv in the
+	// workspace) is granted only inside them.
+	Writable []string
 }
 
 // TimeoutEnv names the environment variable that sets the default
@@ -88,7 +107,7 @@ type Resolver struct {
 // New returns a Resolver.
 func New(o Options) *Resolver {
 	if o.Run == nil {
-		o.Run = runCommand
+		o.Run = func(ctx context.Context, h launch.Helper) ([]byte, error) { return h.Output(ctx) }
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 20 * time.Second
@@ -102,6 +121,12 @@ func New(o Options) *Resolver {
 // Resolve works out what c needs to run. It fails, wrapping ErrUnresolved,
 // when the program cannot be found or a launcher cannot be resolved: a
 // server that would hang or die at start under L3 is refused at once.
+//
+// Nothing of the server runs outside a sandbox here: what the layout says
+// is read (package.json, pyvenv.cfg, #! lines, shims' scripts), and the
+// few helpers that must run (an interpreter asked for its search path, npm
+// fetching a package, a version manager asked which program its shim
+// runs) are confined as a server is (Options.Run, launch.Helper).
 func (r *Resolver) Resolve(ctx context.Context, c Command) (*Runtime, error) {
 	if len(c.Argv) == 0 {
 		return nil, fmt.Errorf("%w: empty command", ErrUnresolved)
@@ -117,75 +142,19 @@ func (r *Resolver) Resolve(ctx context.Context, c Command) (*Runtime, error) {
 		c.Dir = wd
 	}
 	rt := &Runtime{}
-	g := &grants{home: envValue(c.Env, "HOME"), rt: rt}
-	prog, err := lookPath(c.Argv[0], envValue(c.Env, "PATH"), c.Dir)
+	g := &grants{home: envValue(c.Env, "HOME"), rt: rt, writable: r.o.Writable}
+	argv, err := r.program(ctx, c, g)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnresolved, err)
+		return nil, err
 	}
-	argv := append([]string{prog}, c.Argv[1:]...)
-
-	// Launchers first: they change what runs.
-	if isNpx(argv) {
-		argv, err = r.resolveNpx(ctx, c, argv, g)
-		if err != nil {
-			return nil, err
-		}
-	} else if isPyTool(argv) {
-		argv, err = r.resolvePyTool(ctx, c, argv, g)
-		if err != nil {
-			return nil, err
-		}
-	}
-	// A shim (pyenv, rbenv, asdf, nodenv) runs a shell script that picks
-	// the real program from version files under $HOME: run the real one.
-	if real, how := r.resolveShim(ctx, c, argv[0]); real != "" {
-		g.note("%s is a %s shim for %s", argv[0], how, real)
-		argv[0] = real
-	}
-	rt.Argv = argv
-
-	chain, err := Interpreters(argv[0], envValue(c.Env, "PATH"))
+	interp, code, err := r.interpreter(ctx, c, argv, g)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnresolved, err)
-	}
-	g.exec(argv[0], "server program")
-	for _, p := range chain {
-		g.exec(p, "interpreter of "+argv[0])
-	}
-
-	// The program that interprets the server's code, and that code.
-	interp, code := argv[0], ""
-	switch {
-	case kindOf(argv[0]) != "":
-		code = scriptOperand(argv, c.Dir)
-	case isScript(argv[0]):
-		code = argv[0]
-		if d, err := directInterpreter(argv[0], envValue(c.Env, "PATH")); err == nil && d != "" {
-			interp = d
-		}
-	}
-	// A script run through an interpreter's shim (`#!/usr/bin/env python3`
-	// with pyenv's shims first on PATH): run the real interpreter on it.
-	if code != "" && interp != argv[0] {
-		if real, how := r.resolveShim(ctx, c, interp); real != "" {
-			g.note("%s is a %s shim for %s: running %s %s", interp, how, real, real, code)
-			argv = append([]string{real, code}, argv[1:]...)
-			rt.Argv = argv
-			interp = real
-			g.exec(real, "interpreter of "+code)
-			more, err := Interpreters(real, envValue(c.Env, "PATH"))
-			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrUnresolved, err)
-			}
-			for _, p := range more {
-				g.exec(p, "interpreter of "+real)
-			}
-		}
+		return nil, err
 	}
 	inPackage := false
 	switch kindOf(interp) {
 	case "python":
-		r.python(ctx, c, interp, argv, g)
+		r.python(ctx, c, interp, rt.Argv, g)
 	case "node":
 		inPackage = nodeRuntime(interp, code, c.Env, g)
 	}
@@ -204,11 +173,73 @@ func (r *Resolver) Resolve(ctx context.Context, c Command) (*Runtime, error) {
 		g.helpers = append(g.helpers, helperProg{p, "policy runtime.exec"})
 	}
 	for _, h := range g.helpers {
-		r.helper(ctx, c, h.path, h.why, g)
+		r.helper(c, h.path, h.why, g)
 	}
 	slices.Sort(rt.Read)
 	rt.Read = compactTrees(rt.Read)
 	return rt, nil
+}
+
+// program finds the program c starts and rewrites the command for what
+// really runs: a launcher (npx, uvx) replaced by the package's entry, a
+// version manager's shim by the program it picks. It sets rt.Argv and
+// grants the program and its interpreter chain.
+func (r *Resolver) program(ctx context.Context, c Command, g *grants) ([]string, error) {
+	prog, err := lookPath(c.Argv[0], envValue(c.Env, "PATH"), c.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnresolved, err)
+	}
+	argv := append([]string{prog}, c.Argv[1:]...)
+	// Launchers first: they change what runs.
+	if isNpx(argv) {
+		argv, err = r.resolveNpx(ctx, c, argv, g)
+	} else if isPyTool(argv) {
+		argv, err = r.resolvePyTool(c, argv, g)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// A shim (pyenv, rbenv, asdf, nodenv) runs a shell script that picks
+	// the real program from version files under $HOME: run the real one.
+	if real, how := r.resolveShim(ctx, c, argv[0]); real != "" {
+		g.note("%s is a %s shim for %s", argv[0], how, real)
+		argv[0] = real
+	}
+	g.rt.Argv = argv
+	if err := g.execChain(argv[0], "server program", c.Env); err != nil {
+		return nil, err
+	}
+	return argv, nil
+}
+
+// interpreter names the program that interprets the server's code and
+// that code ("" for a binary or `python -m`). A script run through an
+// interpreter's shim (`#!/usr/bin/env python3` with pyenv's shims first
+// on PATH) is rewritten to run the real interpreter on it.
+func (r *Resolver) interpreter(ctx context.Context, c Command, argv []string, g *grants) (interp, code string, err error) {
+	interp = argv[0]
+	switch {
+	case kindOf(argv[0]) != "":
+		code = scriptOperand(argv, c.Dir)
+	case isScript(argv[0]):
+		code = argv[0]
+		if d, err := directInterpreter(argv[0], envValue(c.Env, "PATH")); err == nil && d != "" {
+			interp = d
+		}
+	}
+	if code == "" || interp == argv[0] {
+		return interp, code, nil
+	}
+	real, how := r.resolveShim(ctx, c, interp)
+	if real == "" {
+		return interp, code, nil
+	}
+	g.note("%s is a %s shim for %s: running %s %s", interp, how, real, real, code)
+	g.rt.Argv = append([]string{real, code}, argv[1:]...)
+	if err := g.execChain(real, "interpreter of "+code, c.Env); err != nil {
+		return "", "", err
+	}
+	return real, code, nil
 }
 
 // grants collects a Runtime's paths, refusing trees that would give away
@@ -216,6 +247,9 @@ func (r *Resolver) Resolve(ctx context.Context, c Command) (*Runtime, error) {
 type grants struct {
 	home string
 	rt   *Runtime
+	// writable are the policy's write roots: what the server can write,
+	// which must not widen what it can read (see derived).
+	writable []string
 	// helpers are programs the server runs besides itself, granted with
 	// their own chains by Resolver.helper.
 	helpers []helperProg
@@ -225,6 +259,35 @@ type helperProg struct{ path, why string }
 
 func (g *grants) note(format string, args ...any) {
 	g.rt.Notes = append(g.rt.Notes, fmt.Sprintf(format, args...))
+}
+
+// execChain grants prog and the chain the kernel executes to start it.
+func (g *grants) execChain(prog, why string, env []string) error {
+	chain, err := Interpreters(prog, envValue(env, "PATH"))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnresolved, err)
+	}
+	g.exec(prog, why)
+	for _, p := range chain {
+		g.exec(p, "interpreter of "+prog)
+	}
+	return nil
+}
+
+// derived reports whether a tree found from src (a package's dependency,
+// a path an interpreter reported) may be granted: not when src lies in a
+// write root of the policy and p outside every write root. What the
+// server could write in an earlier session (a symlink in node_modules, a
+// .pth file in a venv of its workspace) never widens what it reads.
+func (g *grants) derived(src, p, why string) bool {
+	if !slices.ContainsFunc(g.writable, func(w string) bool { return within(src, w) }) {
+		return true
+	}
+	if slices.ContainsFunc(g.writable, func(w string) bool { return within(p, w) }) {
+		return true
+	}
+	g.note("%s %s not granted: found through %s, which the server can write", why, p, src)
+	return false
 }
 
 func (g *grants) exec(p, why string) {

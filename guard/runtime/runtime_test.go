@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/guard/launch"
 )
 
 func write(t *testing.T, path, body string, mode os.FileMode) {
@@ -91,12 +93,12 @@ func TestShimResolved(t *testing.T) {
 	write(t, script, "print(1)\n", 0o644)
 
 	var asked [][]string
-	run := func(ctx context.Context, c Command) ([]byte, error) {
-		asked = append(asked, c.Argv)
-		if c.Argv[0] == real && slices.Contains(c.Argv, "-c") {
+	run := func(ctx context.Context, h launch.Helper) ([]byte, error) {
+		asked = append(asked, h.Argv)
+		if h.Argv[0] == real && slices.Contains(h.Argv, "-c") {
 			return []byte(`{"prefix":"` + filepath.Dir(filepath.Dir(real)) + `","base_prefix":"` + filepath.Dir(filepath.Dir(real)) + `","path":["` + filepath.Dir(filepath.Dir(real)) + `/lib/python3.12"]}` + "\n"), nil
 		}
-		return runCommand(ctx, c)
+		return h.Output(ctx)
 	}
 	env := []string{"PATH=" + filepath.Dir(shim) + ":/usr/bin:/bin", "HOME=" + base}
 	rt, err := New(Options{Run: run}).Resolve(context.Background(), Command{Argv: []string{"python3", "-u", script}, Dir: base, Env: env})
@@ -154,22 +156,25 @@ func TestNpxResolved(t *testing.T) {
 	write(t, filepath.Join(pkg, "dist", "index.js"), "#!/usr/bin/env node\n", 0o755)
 	write(t, filepath.Join(inst, "dep", "package.json"), `{"name":"dep"}`, 0o644)
 
-	var asked []string
-	run := func(ctx context.Context, c Command) ([]byte, error) {
-		asked = c.Argv
+	var asked launch.Helper
+	run := func(ctx context.Context, h launch.Helper) ([]byte, error) {
+		asked = h
 		return []byte("npm warn something\n" + filepath.Join(inst, ".bin") + ":" + filepath.Dir(node) + "\n"), nil
 	}
 	env := []string{"PATH=" + filepath.Dir(node), "HOME=" + filepath.Join(base, "home")}
 	rt, err := New(Options{Run: run}).Resolve(context.Background(), Command{Argv: []string{"npx", "-y", "@modelcontextprotocol/server-memory@2026.8.31", "--flag"}, Dir: base, Env: env})
 	require.NoError(t, err)
 	assert.Equal(t, []string{node, filepath.Join(pkg, "dist", "index.js"), "--flag"}, rt.Argv)
-	assert.Equal(t, []string{npm, "exec", "--yes", "--package=@modelcontextprotocol/server-memory@2026.8.31"}, asked[:4])
+	assert.Equal(t, []string{npm, "exec", "--yes", "--ignore-scripts", "--package=@modelcontextprotocol/server-memory@2026.8.31", "--", node}, asked.Argv[:7])
+	assert.Empty(t, asked.Dir, "npm runs in an empty directory of its own, not the server's")
+	assert.Equal(t, []string{filepath.Join(base, "home", ".npm")}, asked.Write, "npm writes its cache and nothing else")
+	assert.Equal(t, []uint16{443}, asked.TCP, "the registry's port")
 	assert.True(t, covered(rt.Read, pkg))
 	assert.True(t, covered(rt.Read, filepath.Join(inst, "dep")))
 
 	// npm fails (no network, no such package): an error at once that
 	// says what to do.
-	fail := func(ctx context.Context, c Command) ([]byte, error) {
+	fail := func(ctx context.Context, h launch.Helper) ([]byte, error) {
 		return nil, errors.New("npm error 404 Not Found")
 	}
 	_, err = New(Options{Run: fail}).Resolve(context.Background(), Command{Argv: []string{"npx", "-y", "no-such-pkg"}, Dir: base, Env: env})
@@ -255,9 +260,10 @@ func TestNodeStrayPackageInHome(t *testing.T) {
 	assert.False(t, covered(rt.Read, home), "%v", rt.Read)
 }
 
-// A program in runtime.exec runs with its ELF loader, and git is asked
-// which configuration files it reads: the global file and what it
-// includes are granted read-only, the repository's own config is not.
+// A program in runtime.exec runs with its ELF loader, and git's
+// configuration files are found where git-config(1) says: the global file
+// and what it includes are granted read-only, the repository's own config
+// is not.
 func TestHelperGit(t *testing.T) {
 	git, err := exec.LookPath("git")
 	if err != nil {
@@ -287,8 +293,95 @@ func TestHelperGit(t *testing.T) {
 	assert.False(t, covered(rt.Read, filepath.Join(home, ".config", "git", "credentials")))
 }
 
-func TestGitOrigins(t *testing.T) {
-	out := "file:/etc/gitconfig\tcore.pager=less\nfile:/home/u/.gitconfig\tuser.name=u\n" +
-		"command line:\tx=y\nfile:\"/odd\\tname\"\ta=b\nfile:relative\tc=d\n"
-	assert.Equal(t, []string{"/etc/gitconfig", "/home/u/.gitconfig"}, gitOrigins([]byte(out)))
+func TestGitIncludes(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gitconfig")
+	write(t, cfg, "[user]\n\tname = u\n\tpath = /not/an/include\n[include]\n\tpath = ~/extra.cfg\n"+
+		"[includeIf \"gitdir:~/work/\"]\n\tpath = work.cfg\n[Include]\n  PATH = \"/abs/x.cfg\"\n", 0o644)
+	assert.Equal(t, []string{"/home/u/extra.cfg", filepath.Join(dir, "work.cfg"), "/abs/x.cfg"}, gitIncludes(cfg, "/home/u"))
+}
+
+// A package's node_modules is data its author controls: a dependency
+// symlinked out of the package's tree (to another project beside a
+// canary, to one under $HOME) is not granted; one symlinked inside it
+// (pnpm's node_modules/.pnpm store) or into the workspace root that
+// declares the package (npm workspaces link members) is.
+func TestNodeDependencySymlink(t *testing.T) {
+	base := t.TempDir()
+	home := filepath.Join(base, "home")
+	node := fakeNode(t, base)
+	outside := filepath.Join(base, "outside")
+	write(t, filepath.Join(outside, "package.json"), `{"name":"data"}`, 0o644)
+	write(t, filepath.Join(outside, "canary.txt"), "CANARY", 0o644)
+	project := filepath.Join(home, "work", "app")
+	write(t, filepath.Join(project, "package.json"), `{"name":"app"}`, 0o644)
+	write(t, filepath.Join(project, ".env"), "DB_PASSWORD=x", 0o644)
+
+	pkg := filepath.Join(base, "srv", "pkg")
+	write(t, filepath.Join(pkg, "package.json"), `{"name":"evil","dependencies":{"data":"1","app":"1","inner":"1","pn":"1"}}`, 0o644)
+	entry := filepath.Join(pkg, "index.js")
+	write(t, entry, "", 0o644)
+	nm := filepath.Join(pkg, "node_modules")
+	require.NoError(t, os.MkdirAll(nm, 0o755))
+	require.NoError(t, os.Symlink(outside, filepath.Join(nm, "data")))
+	require.NoError(t, os.Symlink(project, filepath.Join(nm, "app")))
+	// pnpm: node_modules/pn -> .pnpm/pn@1/node_modules/pn, whose own
+	// dependency is a sibling symlink in the store.
+	store := filepath.Join(nm, ".pnpm")
+	write(t, filepath.Join(store, "pn@1", "node_modules", "pn", "package.json"), `{"name":"pn","dependencies":{"pd":"1"}}`, 0o644)
+	write(t, filepath.Join(store, "pd@1", "node_modules", "pd", "package.json"), `{"name":"pd"}`, 0o644)
+	require.NoError(t, os.Symlink(".pnpm/pn@1/node_modules/pn", filepath.Join(nm, "pn")))
+	require.NoError(t, os.Symlink("../../pd@1/node_modules/pd", filepath.Join(store, "pn@1", "node_modules", "pd")))
+	// A vendored package inside the tree, linked from node_modules.
+	write(t, filepath.Join(pkg, "vendor", "inner", "package.json"), `{"name":"inner"}`, 0o644)
+	require.NoError(t, os.Symlink("../vendor/inner", filepath.Join(nm, "inner")))
+
+	env := []string{"PATH=" + filepath.Dir(node), "HOME=" + home}
+	rt, err := New(Options{}).Resolve(context.Background(), Command{Argv: []string{node, entry}, Dir: base, Env: env})
+	require.NoError(t, err)
+	for _, not := range []string{outside, project} {
+		assert.False(t, covered(rt.Read, not), "%s must not be readable (%v)", not, rt.Read)
+	}
+	assert.Contains(t, strings.Join(rt.Notes, "\n"), outside+" of "+pkg+" not granted")
+	for _, want := range []string{pkg, filepath.Join(store, "pd@1", "node_modules", "pd"), filepath.Join(pkg, "vendor", "inner")} {
+		assert.True(t, covered(rt.Read, want), "%s readable (%v)", want, rt.Read)
+	}
+
+	// The same link from the package's own node_modules into the tree
+	// outside it is refused whatever the dependency's name: the rule is
+	// where the real path lies, not what the link is called.
+	rt, err = New(Options{ExtraRead: []string{outside}}).Resolve(context.Background(), Command{Argv: []string{node, entry}, Dir: base, Env: env})
+	require.NoError(t, err)
+	assert.True(t, covered(rt.Read, outside), "runtime.read still grants it: %v", rt.Read)
+}
+
+// npm workspaces: the root's node_modules links each member; a member
+// server's dependency on its sibling resolves through that link into the
+// workspace's own tree, and is granted. A link out of the workspace is not.
+func TestNodeWorkspaceSibling(t *testing.T) {
+	base := t.TempDir()
+	node := fakeNode(t, base)
+	repo := filepath.Join(base, "repo")
+	write(t, filepath.Join(repo, "package.json"), `{"name":"mono","private":true,"workspaces":["packages/*"]}`, 0o644)
+	srv := filepath.Join(repo, "packages", "server")
+	write(t, filepath.Join(srv, "package.json"), `{"name":"@m/server","dependencies":{"@m/lib":"*","hoisted":"1","far":"1"}}`, 0o644)
+	write(t, filepath.Join(srv, "dist", "index.js"), "", 0o644)
+	lib := filepath.Join(repo, "packages", "lib")
+	write(t, filepath.Join(lib, "package.json"), `{"name":"@m/lib"}`, 0o644)
+	write(t, filepath.Join(repo, "node_modules", "hoisted", "package.json"), `{"name":"hoisted"}`, 0o644)
+	far := filepath.Join(base, "elsewhere", "far")
+	write(t, filepath.Join(far, "package.json"), `{"name":"far"}`, 0o644)
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "node_modules", "@m"), 0o755))
+	require.NoError(t, os.Symlink("../../packages/lib", filepath.Join(repo, "node_modules", "@m", "lib")))
+	require.NoError(t, os.Symlink("../../packages/server", filepath.Join(repo, "node_modules", "@m", "server")))
+	require.NoError(t, os.Symlink(far, filepath.Join(repo, "node_modules", "far")))
+
+	env := []string{"PATH=" + filepath.Dir(node), "HOME=/nonexistent"}
+	rt, err := New(Options{}).Resolve(context.Background(), Command{Argv: []string{node, filepath.Join(srv, "dist", "index.js")}, Dir: base, Env: env})
+	require.NoError(t, err)
+	for _, want := range []string{srv, lib, filepath.Join(repo, "node_modules", "hoisted")} {
+		assert.True(t, covered(rt.Read, want), "%s readable (%v)", want, rt.Read)
+	}
+	assert.False(t, covered(rt.Read, far), "%v", rt.Read)
+	assert.False(t, covered(rt.Read, repo), "the workspace root is trusted for links, not granted: %v", rt.Read)
 }

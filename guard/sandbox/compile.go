@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcpguard/mcpguard/bpf"
+	"github.com/mcpguard/mcpguard/guard/changes"
+	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
 	"github.com/mcpguard/mcpguard/guard/validate"
@@ -62,19 +64,41 @@ func Baseline() []FileRule {
 	return r
 }
 
-// Protected are names no guarded process may write or create even inside
-// its write roots, because the user's tools run what they contain: shell
-// start-up files, direnv's .envrc, SSH's authorized_keys, git's config for
-// the user, and the hooks of a git repository (.git/hooks/<hook>; the inert
-// *.sample files git init writes stay allowed). Each is {name, ""} for a
-// file name anywhere or {dir, parent} for what is inside dir.
+// Protected is the protected map: guard/launch's lists of names no guarded
+// process may write, create, rename or unlink even inside its write roots,
+// because the user's tools run or obey what they contain.
 func Protected() map[bpf.NameKey]uint32 {
 	m := map[bpf.NameKey]uint32{}
-	for _, n := range []string{".envrc", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout",
-		".profile", ".zshrc", ".zprofile", ".zshenv", ".zlogin", "authorized_keys", ".gitconfig"} {
+	for _, n := range launch.ProtectedNames {
 		m[bpf.MakeNameKey(n, "")] = bpf.ProtName
 	}
-	m[bpf.MakeNameKey("hooks", ".git")] = bpf.ProtChildren
+	for _, n := range launch.ProtectedTrees {
+		m[bpf.MakeNameKey(n, "")] = bpf.ProtTree
+	}
+	for _, n := range launch.GitNames {
+		m[bpf.MakeNameKey(n, ".git")] = bpf.ProtGit
+	}
+	for _, n := range launch.OutsideGitNames {
+		m[bpf.MakeNameKey(n, "")] = bpf.ProtOutsideGit
+	}
+	return m
+}
+
+// ExecConfig is the exec_config map's entries for a session whose policy
+// refuses writes to the files package changes reports
+// (filesystem.protect_exec_config).
+func ExecConfig(policy uint64) map[bpf.ExecKey]uint32 {
+	m := map[bpf.ExecKey]uint32{}
+	for _, n := range changes.Names {
+		m[bpf.MakeExecKey(policy, n)] = bpf.ExecName
+	}
+	for _, n := range changes.Suffixes {
+		m[bpf.MakeExecKey(policy, n)] = bpf.ExecSuffix
+	}
+	for _, n := range changes.Trees {
+		m[bpf.MakeExecKey(policy, n)] = bpf.ExecTree
+	}
+	m[bpf.MakeExecKey(policy, "node_modules")] = bpf.ExecSkip
 	return m
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpguard/mcpguard/bpf"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
+	"github.com/mcpguard/mcpguard/internal/testenv"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -203,7 +204,10 @@ func TestHasLSM(t *testing.T) {
 func TestProtected(t *testing.T) {
 	p := Protected()
 	assert.Equal(t, bpf.ProtName, p[bpf.MakeNameKey(".envrc", "")])
-	assert.Equal(t, bpf.ProtChildren, p[bpf.MakeNameKey("hooks", ".git")])
+	assert.Equal(t, bpf.ProtGit, p[bpf.MakeNameKey("hooks", ".git")])
+	assert.Equal(t, bpf.ProtTree, p[bpf.MakeNameKey(".vscode", "")])
+	assert.Equal(t, bpf.ProtOutsideGit, p[bpf.MakeNameKey("HEAD", "")])
+	assert.LessOrEqual(t, len(p), 64, "the protected map holds 64 entries")
 	k := bpf.MakeNameKey(".bashrc", "")
 	assert.Equal(t, int8('.'), k.Name[0])
 	assert.Equal(t, int8(0), k.Name[7], "zero padded, as the kernel's bpf_probe_read_kernel_str leaves it")
@@ -218,24 +222,9 @@ func TestInodeKeyOnOverlay(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting an overlay needs root")
 	}
-	dir := t.TempDir()
-	lower, up, mnt := filepath.Join(dir, "lower"), filepath.Join(dir, "up"), filepath.Join(dir, "mnt")
-	for _, d := range []string{lower, up, mnt} {
-		require.NoError(t, os.MkdirAll(d, 0o755))
-	}
+	lower := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(lower, "f"), []byte("x"), 0o644))
-	// The upper layer on a tmpfs: layers on different file systems.
-	if err := unix.Mount("tmpfs", up, "tmpfs", 0, ""); err != nil {
-		t.Skipf("cannot mount tmpfs here: %v", err)
-	}
-	defer unix.Unmount(up, unix.MNT_DETACH)
-	require.NoError(t, os.MkdirAll(filepath.Join(up, "u"), 0o755))
-	require.NoError(t, os.MkdirAll(filepath.Join(up, "w"), 0o755))
-	opts := "lowerdir=" + lower + ",upperdir=" + filepath.Join(up, "u") + ",workdir=" + filepath.Join(up, "w")
-	if err := unix.Mount("overlay", mnt, "overlay", 0, opts); err != nil {
-		t.Skipf("cannot mount overlayfs here: %v", err)
-	}
-	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	mnt := testenv.Overlay(t, lower)
 
 	var root, file unix.Stat_t
 	require.NoError(t, unix.Stat(mnt, &root))

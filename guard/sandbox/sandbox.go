@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,8 @@ import (
 	"github.com/mcpguard/mcpguard/bpf"
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/changes"
+	"github.com/mcpguard/mcpguard/guard/egress"
 	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
@@ -45,6 +48,9 @@ type Options struct {
 	Server, Config string
 	// Audit receives one event per kernel denial.
 	Audit *audit.Logger
+	// OnDenial, when set, is called with each kernel denial as it is read
+	// from the ring buffer (after Audit), while the server runs.
+	OnDenial func(audit.Event)
 	// Resolver resolves host names in network rules (net.DefaultResolver
 	// if nil).
 	Resolver validate.Resolver
@@ -54,6 +60,12 @@ type Options struct {
 	// Self is the launcher binary (os.Executable() if empty); it must link
 	// package launch.
 	Self string
+	// Report receives the session change report (package changes); nil
+	// is stderr.
+	Report io.Writer
+	// RuntimeCache keeps the runtime resolver's helper answers across
+	// sessions (runtime.Cache); nil keeps nothing.
+	RuntimeCache *runtime.Cache
 }
 
 // Session confines one server process tree. It implements guard.Sandbox.
@@ -62,20 +74,34 @@ type Session struct {
 	pol   *policy.Policy
 	objs  *bpf.Objects
 	rules Rules
-	// resolver gives the server's runtime grants (shared with Landlock).
+	// resolver gives the server's runtime grants (shared with Landlock);
+	// runtime are the paths it granted for the prepared command.
 	resolver *runtime.Resolver
-	cg       *cgroup
-	id       uint64 // policy id: the session cgroup's id
-	rb       *ebpf.Map
-	rd       *ringbuf.Reader
-	done     chan struct{}
-	mu       sync.Mutex
-	keys     []bpf.InodeKey // fs_rules entries written
-	execs    []bpf.InodeKey
-	nets     []bpf.NetKey
-	denied   int
-	first    []audit.Event // the first denials, for the early-exit report
-	closed   bool
+	runtime  []string
+	// launch is what the launcher set up outside the server; limiter
+	// watches the session cgroup's limits.
+	launch  *launch.Launch
+	limiter *launch.Limiter
+	cg      *cgroup
+	id      uint64 // policy id: the session cgroup's id
+	rb      *ebpf.Map
+	rd      *ringbuf.Reader
+	done    chan struct{}
+	mu      sync.Mutex
+	keys    []bpf.InodeKey // fs_rules entries written
+	execs   []bpf.InodeKey
+	nets    []bpf.NetKey
+	execCfg []bpf.ExecKey
+	denied  int
+	first   []audit.Event // the first denials, for the early-exit report
+	closed  bool
+	// filter is the server's one way out of its network namespace (nil
+	// when the policy grants no network); gate holds stage 1 until the
+	// filter is set up.
+	filter *egress.Filter
+	gate   *launch.Gate
+	// before is the snapshot the session change report compares with.
+	before *changes.Snapshot
 }
 
 var _ guard.Sandbox = (*Session)(nil)
@@ -88,16 +114,41 @@ func New(ctx context.Context, p *policy.Policy, o Options) (*Session, error) {
 	if o.PinRoot == "" {
 		o.PinRoot = DefaultPinRoot
 	}
-	rules, err := Compile(ctx, p, o.Resolver)
+	plan, err := egress.Compile(p)
 	if err != nil {
 		return nil, fmt.Errorf("compile policy: %w", err)
+	}
+	// The server's network is its own namespace, out only through the
+	// egress filter: the kernel rules admit the filter's listeners there
+	// (InsideNet), not the policy's destinations, which the filter dials.
+	local := *p
+	local.Network.Allow = nil
+	rules, err := Compile(ctx, &local, o.Resolver)
+	if err != nil {
+		return nil, fmt.Errorf("compile policy: %w", err)
+	}
+	var filter *egress.Filter
+	rules.Net = InsideNet(egress.Loopback())
+	if !plan.Empty() {
+		filter = egress.New(plan, egress.Options{Audit: o.Audit, Server: o.Server, Config: o.Config, OnDenial: o.OnDenial})
+		rules.Net = InsideNet(plan.InsideRules(filter.DNSAddrs()))
 	}
 	objs, err := open(o.PinRoot)
 	if err != nil {
 		return nil, err
 	}
-	res := runtime.New(runtime.Options{ExtraRead: p.Runtime.Read, ExtraExec: p.Runtime.Exec})
-	return &Session{opts: o, pol: p, objs: objs, rules: rules, resolver: res}, nil
+	s := &Session{opts: o, pol: p, objs: objs, rules: rules, filter: filter}
+	s.resolver = runtime.New(runtime.Options{ExtraRead: p.Runtime.Read, ExtraExec: p.Runtime.Exec, Writable: s.writeRoots(), Cache: o.RuntimeCache})
+	return s, nil
+}
+
+// InsideNet turns the egress filter's inside destinations into net rules.
+func InsideNet(in []egress.InsideRule) []NetRule {
+	out := make([]NetRule, 0, len(in))
+	for _, r := range in {
+		out = append(out, NetRule{Prefix: r.Prefix, Port: r.Port})
+	}
+	return out
 }
 
 // open attaches (after a preflight) or opens the pinned programs' maps.
@@ -145,7 +196,7 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 		}
 		parent = filepath.Join(mnt, "mcpguard")
 	}
-	spec, err := launch.NewSpec(os.Geteuid(), os.Getenv, s.writeRoots(), len(s.rules.Net) == 0)
+	spec, err := launch.NewSpec(os.Geteuid(), os.Getenv, s.writeRoots())
 	if err != nil {
 		return fmt.Errorf("ebpf prepare: %w", err)
 	}
@@ -153,6 +204,7 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 		s.opts.Audit.Log(audit.Event{Server: s.opts.Server, Config: s.opts.Config, Layer: "L3",
 			Rule: RuleProtectWalk, Decision: audit.Deny, Reason: launch.ProtectWalkReason()})
 	}
+	s.before = changes.Take(s.writeRoots())
 	self := s.opts.Self
 	if self == "" {
 		if self, err = os.Executable(); err != nil {
@@ -171,20 +223,56 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 		return fmt.Errorf("lock session cgroup: %w", err)
 	}
 	s.cg, s.id = cg, cg.id
+	if spec.Namespaces {
+		lim, err := launch.LimitCgroup(cg.dir, launch.Limits{Tasks: s.pol.Limits.Tasks, MemoryMiB: s.pol.Limits.MemoryMiB, CPUs: s.pol.Limits.CPUs})
+		if err != nil {
+			s.Close()
+			return fmt.Errorf("ebpf prepare: %w", err)
+		}
+		s.limiter = lim
+		lim.Watch(s.breach)
+	}
 	if err := s.load(cmd, self); err != nil {
 		s.Close()
 		return err
 	}
-	if err := launch.Prepare(cmd, spec, launch.Options{Self: self}); err != nil {
+	if s.filter != nil && spec.Namespaces {
+		if s.gate, err = launch.AttachEgress(cmd, &spec); err != nil {
+			s.Close()
+			return fmt.Errorf("ebpf prepare: %w", err)
+		}
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, s.filter.Env()...)
+	}
+	spec.Readable, spec.Reach = s.reachOf()
+	l, err := launch.Prepare(cmd, spec, launch.Options{Self: self})
+	if err != nil {
 		s.Close()
 		return fmt.Errorf("ebpf prepare: %w", err)
 	}
+	s.launch = l
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.UseCgroupFD = true
 	cmd.SysProcAttr.CgroupFD = cg.fd
 	return nil
+}
+
+// reachOf splits the session's grants other than the baseline and the
+// write roots into data (the policy's read roots) and runtime (exec.allow
+// and the resolver's trees and programs): what the server's user must
+// reach (launch.View).
+func (s *Session) reachOf() (data, runtime []string) {
+	for _, f := range s.rules.Files {
+		if f.Access == bpf.AccRead {
+			data = append(data, f.Path)
+		}
+	}
+	runtime = append(append(runtime, s.rules.Exec...), s.runtime...)
+	return data, runtime
 }
 
 // writeRoots are the policy's write grants, where the launcher looks for
@@ -220,6 +308,9 @@ func (s *Session) load(cmd *exec.Cmd, self string) error {
 		}
 		files = append(files, f...)
 		execs = append(execs, e...)
+		for _, r := range f {
+			s.runtime = append(s.runtime, r.Path)
+		}
 		cmd.Path, cmd.Args = run[0], run
 	}
 	acc := map[bpf.InodeKey]uint32{}
@@ -256,6 +347,14 @@ func (s *Session) load(cmd *exec.Cmd, self string) error {
 	for k, v := range Protected() {
 		if err := s.objs.Protected.Put(k, v); err != nil {
 			return fmt.Errorf("write protected name: %w", err)
+		}
+	}
+	if s.pol.Filesystem.ProtectExecConfig {
+		for k, v := range ExecConfig(s.id) {
+			if err := s.objs.ExecConfig.Put(k, v); err != nil {
+				return fmt.Errorf("write exec config name: %w", err)
+			}
+			s.execCfg = append(s.execCfg, k)
 		}
 	}
 	rb, err := s.objs.NewSessionEvents()
@@ -302,6 +401,9 @@ func (s *Session) read() {
 		}
 		s.mu.Unlock()
 		s.opts.Audit.Log(e)
+		if s.opts.OnDenial != nil {
+			s.opts.OnDenial(e)
+		}
 	}
 }
 
@@ -323,6 +425,17 @@ func (s *Session) Denials() int {
 	return s.denied
 }
 
+// breach reports a breached limit: the Limiter has ended the session.
+func (s *Session) breach(rule, reason string) {
+	fmt.Fprintf(os.Stderr, "mcpguard: %s\n", reason)
+	s.opts.Audit.Log(audit.Event{Server: s.opts.Server, Config: s.opts.Config, Layer: "L3",
+		Rule: rule, Decision: audit.Deny, Reason: reason})
+}
+
+// EndReason says why the session was ended by the guard rather than by
+// the server ("" when it was not): the error requests in flight get.
+func (s *Session) EndReason() string { return s.limiter.Breach() }
+
 // Started implements guard.Sandbox: the server's own pid is tracked too, so
 // it stays confined wherever it moves.
 func (s *Session) Started(pid int) error {
@@ -331,6 +444,16 @@ func (s *Session) Started(pid int) error {
 	}
 	if err := s.objs.Tasks.Put(uint32(pid), s.id); err != nil {
 		return fmt.Errorf("track server pid: %w", err)
+	}
+	if s.gate == nil {
+		return nil
+	}
+	// pid is the launcher's stage 1: the filter joins its network
+	// namespace, and only then does it start the server.
+	err := s.gate.OpenAfter(func() error { return s.filter.Start(pid) })
+	s.gate = nil
+	if err != nil {
+		return fmt.Errorf("ebpf: %w", err)
 	}
 	return nil
 }
@@ -355,6 +478,14 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	var errs []error
+	errs = append(errs, s.limiter.Close())
+	if s.gate != nil {
+		s.gate.Close()
+	}
+	if s.filter != nil {
+		s.filter.Close()
+	}
+	defer s.report()
 	if s.cg != nil {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
@@ -388,14 +519,32 @@ func (s *Session) Close() error {
 	for _, k := range s.nets {
 		s.objs.NetRules.Delete(k)
 	}
+	for _, k := range s.execCfg {
+		s.objs.ExecConfig.Delete(k)
+	}
 	if s.rb != nil {
 		errs = append(errs, s.rb.Close())
 	}
 	if s.cg != nil {
 		errs = append(errs, s.cg.remove(2*time.Second))
 	}
+	errs = append(errs, s.launch.Close())
 	errs = append(errs, s.objs.Close())
 	return errors.Join(errs...)
+}
+
+// report writes the session change report, once every process of the
+// session is gone.
+func (s *Session) report() {
+	if s.before == nil {
+		return
+	}
+	w := s.opts.Report
+	if w == nil {
+		w = os.Stderr
+	}
+	changes.Report(w, s.opts.Audit, s.opts.Server, s.opts.Config, changes.Compare(s.before, changes.Take(s.writeRoots())))
+	s.before = nil
 }
 
 // killTracked SIGKILLs every tracked tgid of this session that is still

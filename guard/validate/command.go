@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -164,11 +165,13 @@ type progSpec struct {
 	short   map[byte]optSpec
 	long    map[string]optSpec
 	operand int // role of operands
-	// sub holds the allowed subcommands (git): the first operand must be
-	// one; options after it are checked against subLong/subShort deny rules.
-	sub      map[string]bool
-	subDeny  map[string]string // long option (without "--") -> reason, any subcommand
-	subShort map[string]map[byte]string
+	// subs holds the allowed subcommands (git), each with its own spec:
+	// the first operand must be one, and the options after it are read
+	// by its spec (an option it does not list is refused).
+	subs map[string]*progSpec
+	// negatable: "--no-NAME" is admitted where NAME is a flag or an
+	// optional-value option of the spec (git's parse-options).
+	negatable bool
 	// findExpr: find's expression primaries, allow-listed.
 	findExpr map[string]optSpec
 }
@@ -314,39 +317,7 @@ var programs = map[string]*progSpec{
 			"exec-path":  deniedVal("changes where git finds the programs it runs"),
 		},
 		operand: RoleFile,
-		sub: map[string]bool{
-			"status": true, "log": true, "diff": true, "show": true, "branch": true, "tag": true,
-			"rev-parse": true, "ls-files": true, "blame": true, "grep": true, "shortlog": true,
-			"describe": true, "add": true, "commit": true, "init": true, "switch": true, "restore": true,
-			"checkout": true, "mv": true, "rm": true, "stash": true, "reset": true, "rev-list": true,
-			"cat-file": true, "ls-tree": true, "show-ref": true, "remote": true, "fetch": true,
-			"pull": true, "push": true, "clone": true, "ls-remote": true, "merge": true, "rebase": true,
-			"cherry-pick": true, "revert": true, "config": false,
-		},
-		subDeny: map[string]string{
-			"upload-pack":         "runs a program on the remote side (and locally for local remotes)",
-			"receive-pack":        "runs a program",
-			"exec":                "runs a program",
-			"output":              "writes a file anywhere",
-			"config":              "sets configuration (core.fsmonitor, core.sshCommand run programs)",
-			"template":            "copies hooks from a directory",
-			"separate-git-dir":    "puts the repository anywhere",
-			"open-files-in-pager": "runs a program",
-			"ext-diff":            "runs the configured diff program",
-			"exec-path":           "changes where git finds the programs it runs",
-			"upload-archive":      "runs a program",
-			"extcmd":              "runs a program",
-			"tool":                "runs a program",
-		},
-		subShort: map[string]map[byte]string{
-			"clone":        {'u': "runs a program (--upload-pack)", 'c': "sets configuration"},
-			"fetch":        {'u': "runs a program (--upload-pack)"},
-			"pull":         {'u': "runs a program (--upload-pack)"},
-			"ls-remote":    {'u': "runs a program (--upload-pack)"},
-			"grep":         {'O': "runs a program (--open-files-in-pager)"},
-			"archive":      {'o': "writes a file anywhere"},
-			"format-patch": {'o': "writes files anywhere"},
-		},
+		subs:    gitSubcommands,
 	},
 }
 
@@ -357,7 +328,8 @@ var programs = map[string]*progSpec{
 // them: "--opt=value" and "--opt value", short-option clusters ("-abc"),
 // a value attached to a short option ("-fVALUE"), "--" ending the
 // options. For the programs it knows (git, sort, date, find, tar, curl) an
-// option outside the allow-list is ErrOption. For others, every option
+// option outside the allow-list is ErrOption (for git, the allow-list of
+// its subcommand: gitopts.go). For others, every option
 // value and operand is returned as a file, and each tail of a short
 // cluster too (in "-xVALUE" the program may read VALUE).
 func ArgvWords(prog string, args []string) ([]Word, error) {
@@ -462,120 +434,153 @@ func genericWords(args []string) []Word {
 }
 
 func (s *progSpec) words(prog string, args []string) ([]Word, error) {
-	var out []Word
-	deny := func(opt, why string) error {
-		return fmt.Errorf("%w: %s %s (%s)", ErrOption, prog, opt, why)
-	}
-	sub := ""
-	ended := false
-	inExpr := false
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if s.findExpr != nil && !ended && (inExpr || isFindPrimary(a)) {
-			inExpr = true
-			o, ok := s.findExpr[a]
-			if !ok {
-				return nil, deny(a, "not an allowed find expression")
-			}
-			if o.deny != "" {
-				return nil, deny(a, o.deny)
-			}
-			if o.value {
-				if i+1 >= len(args) {
-					return nil, deny(a, "missing value")
-				}
-				i++
-				out = append(out, Word{args[i], o.role})
-			}
-			continue
-		}
-		if prog == "tar" && i == 0 && !strings.HasPrefix(a, "-") {
-			// Old-style "tar cvf FILE DIR": letters, each value-taking
-			// one consuming the next word in order.
-			n, w, err := s.oldStyle(prog, a, args[1:])
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, w...)
-			i += n
-			continue
-		}
-		if ended || !strings.HasPrefix(a, "-") || a == "-" {
-			if s.sub != nil && sub == "" {
-				if !s.sub[a] {
-					return nil, deny(a, "subcommand not allowed")
-				}
-				sub = a
-				continue
-			}
-			out = append(out, Word{a, s.operand})
-			continue
-		}
-		if a == "--" {
-			ended = true
-			continue
-		}
-		if sub != "" {
-			// After a git subcommand: options vary by subcommand; the
-			// dangerous ones are refused, values may name files.
-			w, err := s.subOption(prog, sub, a)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, w...)
-			continue
-		}
-		if strings.HasPrefix(a, "--") {
-			name, val, hasVal := strings.Cut(a[2:], "=")
-			o, ok := s.long[name]
-			if !ok {
-				return nil, deny("--"+name, "not in the allow-list")
-			}
-			if o.deny != "" {
-				return nil, deny("--"+name, o.deny)
-			}
-			switch {
-			case o.value && hasVal:
-				out = append(out, Word{val, o.role})
-			case o.value && !o.optional:
-				if i+1 >= len(args) {
-					return nil, deny("--"+name, "missing value")
-				}
-				i++
-				out = append(out, Word{args[i], o.role})
-			case hasVal:
-				// The program will refuse it; confine it meanwhile.
-				out = append(out, Word{val, RoleFile})
-			}
-			continue
-		}
-		// A short cluster: flags, then at most one option that takes the
-		// rest of the word (or the next word) as its value.
-		for j := 1; j < len(a); j++ {
-			c := a[j]
-			o, ok := s.short[c]
-			if !ok {
-				return nil, deny("-"+string(c), "not in the allow-list")
-			}
-			if o.deny != "" {
-				return nil, deny("-"+string(c), o.deny)
-			}
-			if !o.value {
-				continue
-			}
-			if j+1 < len(a) {
-				out = append(out, Word{a[j+1:], o.role})
-			} else if !o.optional {
-				if i+1 >= len(args) {
-					return nil, deny("-"+string(c), "missing value")
-				}
-				i++
-				out = append(out, Word{args[i], o.role})
-			}
-			break
+	r := &argvReader{s: s, cur: s, prog: prog, args: args}
+	for ; r.i < len(r.args); r.i++ {
+		if err := r.word(r.args[r.i]); err != nil {
+			return nil, err
 		}
 	}
-	return out, nil
+	return r.out, nil
+}
+
+// argvReader reads one argument list by a program's spec, word by word:
+// i is the word being read; a word that takes the next as its value
+// advances i past it.
+type argvReader struct {
+	s      *progSpec
+	prog   string
+	args   []string
+	i      int
+	out    []Word
+	sub    string    // the git subcommand, once read
+	cur    *progSpec // the spec options are read by: s, or the subcommand's
+	ended  bool      // after "--"
+	inExpr bool      // inside find's expression
+}
+
+func (r *argvReader) deny(opt, why string) error {
+	if r.sub != "" {
+		return fmt.Errorf("%w: %s %s %s (%s)", ErrOption, r.prog, r.sub, opt, why)
+	}
+	return fmt.Errorf("%w: %s %s (%s)", ErrOption, r.prog, opt, why)
+}
+
+// next takes the word after the current one as opt's value.
+func (r *argvReader) next(opt string, role int) error {
+	if r.i+1 >= len(r.args) {
+		return r.deny(opt, "missing value")
+	}
+	r.i++
+	r.out = append(r.out, Word{r.args[r.i], role})
+	return nil
+}
+
+func (r *argvReader) word(a string) error {
+	s := r.s
+	switch {
+	case s.findExpr != nil && !r.ended && (r.inExpr || isFindPrimary(a)):
+		return r.findPrimary(a)
+	case r.prog == "tar" && r.i == 0 && !strings.HasPrefix(a, "-"):
+		// Old-style "tar cvf FILE DIR": letters, each value-taking
+		// one consuming the next word in order.
+		n, w, err := s.oldStyle(r.prog, a, r.args[1:])
+		if err != nil {
+			return err
+		}
+		r.out = append(r.out, w...)
+		r.i += n
+		return nil
+	case r.ended || !strings.HasPrefix(a, "-") || a == "-":
+		if s.subs != nil && r.sub == "" {
+			sub, ok := s.subs[a]
+			if !ok {
+				return r.deny(a, "subcommand not allowed")
+			}
+			r.sub, r.cur = a, sub
+			return nil
+		}
+		if r.sub != "" && remoteHelper.MatchString(a) {
+			// "NAME::ADDRESS" makes git run git-remote-NAME (ext:: runs
+			// any command).
+			return r.deny(a, "runs a remote helper program")
+		}
+		r.out = append(r.out, Word{a, r.cur.operand})
+		return nil
+	case a == "--":
+		r.ended = true
+		return nil
+	case strings.HasPrefix(a, "--"):
+		return r.long(a)
+	}
+	return r.shortCluster(a)
+}
+
+func (r *argvReader) findPrimary(a string) error {
+	r.inExpr = true
+	o, ok := r.s.findExpr[a]
+	if !ok {
+		return r.deny(a, "not an allowed find expression")
+	}
+	if o.deny != "" {
+		return r.deny(a, o.deny)
+	}
+	if o.value {
+		return r.next(a, o.role)
+	}
+	return nil
+}
+
+func (r *argvReader) long(a string) error {
+	name, val, hasVal := strings.Cut(a[2:], "=")
+	o, ok := r.cur.long[name]
+	if !ok && r.cur.negatable && !hasVal {
+		// "--no-NAME" turns off what "--NAME" turns on.
+		if p, neg := r.cur.long[strings.TrimPrefix(name, "no-")]; neg && strings.HasPrefix(name, "no-") &&
+			p.deny == "" && (!p.value || p.optional) {
+			return nil
+		}
+	}
+	if !ok {
+		return r.deny("--"+name, "not in the allow-list")
+	}
+	if o.deny != "" {
+		return r.deny("--"+name, o.deny)
+	}
+	switch {
+	case o.value && hasVal:
+		r.out = append(r.out, Word{val, o.role})
+	case o.value && !o.optional:
+		return r.next("--"+name, o.role)
+	case hasVal:
+		// The program will refuse it; confine it meanwhile.
+		r.out = append(r.out, Word{val, RoleFile})
+	}
+	return nil
+}
+
+// shortCluster reads flags, then at most one option that takes the rest
+// of the word (or the next word) as its value.
+func (r *argvReader) shortCluster(a string) error {
+	for j := 1; j < len(a); j++ {
+		c := a[j]
+		o, ok := r.cur.short[c]
+		if !ok {
+			return r.deny("-"+string(c), "not in the allow-list")
+		}
+		if o.deny != "" {
+			return r.deny("-"+string(c), o.deny)
+		}
+		if !o.value {
+			continue
+		}
+		if j+1 < len(a) {
+			r.out = append(r.out, Word{a[j+1:], o.role})
+		} else if !o.optional {
+			return r.next("-"+string(c), o.role)
+		}
+		return nil
+	}
+	return nil
 }
 
 // oldStyle reads tar's old-style first word (letters without a dash) and
@@ -602,32 +607,8 @@ func (s *progSpec) oldStyle(prog, a string, rest []string) (int, []Word, error) 
 	return n, out, nil
 }
 
-// subOption checks one option after a git subcommand.
-func (s *progSpec) subOption(prog, sub, a string) ([]Word, error) {
-	if strings.HasPrefix(a, "--") {
-		name, val, hasVal := strings.Cut(a[2:], "=")
-		for d, why := range s.subDeny {
-			// Exact, or an abbreviation git would expand to it.
-			if name == d || len(name) >= 2 && strings.HasPrefix(d, name) {
-				return nil, fmt.Errorf("%w: %s %s --%s (%s)", ErrOption, prog, sub, name, why)
-			}
-		}
-		if hasVal {
-			return []Word{{val, RoleFile}}, nil
-		}
-		return nil, nil
-	}
-	var out []Word
-	for j := 1; j < len(a); j++ {
-		if why, ok := s.subShort[sub][a[j]]; ok {
-			return nil, fmt.Errorf("%w: %s %s -%c (%s)", ErrOption, prog, sub, a[j], why)
-		}
-		if j+1 < len(a) {
-			out = append(out, Word{a[j+1:], RoleFile})
-		}
-	}
-	return out, nil
-}
+// remoteHelper is git's "<transport>::<address>" remote syntax.
+var remoteHelper = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*::`)
 
 // isFindPrimary reports whether a starts find's expression.
 func isFindPrimary(a string) bool {

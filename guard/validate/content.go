@@ -6,8 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 // Finding is one match of a content rule.
@@ -36,27 +34,6 @@ func mk(kind string, re *regexp.Regexp, anchors ...string) pattern {
 
 // The patterns are read-only after package init.
 var (
-	// Strong secret shapes: a match is a secret whatever surrounds it.
-	strongSecrets = []pattern{
-		mk("private_key", regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?s:.*?)(-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\z)`), "PRIVATE KEY"),
-		mk("aws_access_key", regexp.MustCompile(`\b(AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b`), "AKIA", "ASIA", "AGPA", "AIDA", "AROA"),
-		mk("aws_secret_key", regexp.MustCompile(`(?i)aws_?secret_?access_?key["']?\s*[:=]\s*["']?[A-Za-z0-9/+]{40}`), "secret"),
-		mk("github_token", regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})`), "gh", "github_pat_"),
-		mk("api_key", regexp.MustCompile(`\bsk-(proj-|ant-|live-)?[A-Za-z0-9_-]{20,}`), "sk-"),
-		mk("slack_token", regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), "xox"),
-		mk("jwt", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}`), "eyJ"),
-	}
-	// Credential assignments as found in .env files, shell profiles and
-	// config files: NAME=value where NAME says secret. Used for redaction of
-	// responses (the value is replaced, the name kept).
-	assignedSecret = mk("credential_assignment",
-		regexp.MustCompile(`(?im)\b([A-Z0-9_]*(SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)[A-Z0-9_]*)(["']?\s*[:=]\s*["']?)([^\s"',;]{6,})`),
-		"secret", "token", "passw", "api_key", "apikey", "access_key", "accesskey", "private_key", "credential")
-
-	// Passwords in URLs (connection strings: postgres://user:pw@host).
-	urlCredentials = mk("url_credentials",
-		regexp.MustCompile(`(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/:@"']+:)([^\s/@"']+)@`), "://")
-
 	envRefs = []pattern{
 		mk("env_var", regexp.MustCompile(`\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%`), "$", "%"),
 		mk("proc_environ", regexp.MustCompile(`(?i)/proc/(self|thread-self|[0-9]+)(/task/[0-9]+)?/environ`), "environ"),
@@ -77,12 +54,6 @@ var (
 		mk("ignore_instructions_foreign", regexp.MustCompile(`(忽略|无视|無視|忘记|忘記|不要理会|不要理會)[^。\n]{0,16}(指令|指示|说明|說明|提示|规则|規則)|(指示|命令|ルール)を(すべて)?無視`),
 			"忽略", "无视", "無視", "忘记", "忘記", "不要理"),
 	}
-	// In tool descriptions a reference to credential files is itself a
-	// poisoning sign: a description has no business pointing an agent at
-	// ~/.ssh or .env files.
-	descriptionOnly = []pattern{
-		mk("credential_path", regexp.MustCompile(`(?i)(~|\$HOME|/home/[^/\s]+|/root)/\.(ssh|aws|gnupg|netrc|env)\b|\bid_(rsa|ed25519|ecdsa|dsa)\b|/etc/(passwd|shadow)\b|\bmcp\.json\b|\.env\b`), "ssh", "aws", "gnupg", "netrc", ".env", "id_", "/etc/", "mcp.json"),
-	}
 )
 
 // scan returns the first match of any pattern in s.
@@ -94,22 +65,6 @@ func scan(s string, ps []pattern) (Finding, bool) {
 		}
 		if loc := p.re.FindStringIndex(s); loc != nil {
 			return Finding{Kind: p.kind, Start: loc[0], End: loc[1]}, true
-		}
-	}
-	return Finding{}, false
-}
-
-// FindSecret reports a strong secret shape in s (private keys, cloud and
-// service tokens): such a value in an argument is about to leave the machine.
-func FindSecret(s string) (Finding, bool) {
-	if f, ok := scan(s, strongSecrets); ok {
-		return f, true
-	}
-	if anyFold(s, urlCredentials.anchors) {
-		for _, m := range urlCredentials.re.FindAllStringSubmatchIndex(s, -1) {
-			if secretLike(s[m[4]:m[5]]) {
-				return Finding{Kind: urlCredentials.kind, Start: m[0], End: m[1]}, true
-			}
 		}
 	}
 	return Finding{}, false
@@ -253,7 +208,7 @@ func lowerASCII(c byte) byte {
 }
 
 // hasPrefixFold is bytes.HasPrefix(appendLower(nil, b), low).
-func hasPrefixFold(b, low []byte) bool {
+func hasPrefixFold[S ~string | ~[]byte](b S, low []byte) bool {
 	if len(b) < len(low) {
 		return false
 	}
@@ -288,13 +243,34 @@ func (ix *anchorIndex) in(low []byte) bool {
 	return false
 }
 
+// riskIndex is an anchor index over the hand-written patterns, plus the
+// secret ruleset's own prefilter (a rule's keyword, or the keyword
+// reversed, and a run of token characters as long as its matches hold:
+// ruleset.mayMatch); assignments says whether the ruleset's assignment
+// rules count.
+type riskIndex struct {
+	*anchorIndex
+	assignments bool
+}
+
+// inFold reports whether b, in any case, may hold a match.
+func (ix *riskIndex) inFold(b []byte) bool {
+	return ix.anchorIndex.inFold(b) || secrets.mayMatch(b, ix.assignments)
+}
+
+// in is inFold for lower-cased text.
+func (ix *riskIndex) in(low []byte) bool {
+	return ix.anchorIndex.in(low) || secrets.mayMatch(low, ix.assignments)
+}
+
 // The indexes are read-only after package init.
 var (
 	// argAnchors: what FindSecret and FindEnvReference could match.
-	argAnchors = newAnchorIndex(strongSecrets, envRefs, []pattern{urlCredentials})
+	argAnchors = &riskIndex{anchorIndex: newAnchorIndex(envRefs, []pattern{urlCredentials})}
 	// resultAnchors: what a result's secret, credential and injection
-	// checks could match.
-	resultAnchors = newAnchorIndex(strongSecrets, injections, []pattern{assignedSecret, urlCredentials})
+	// checks could match. "%": FindSecretDeep reads percent-encoded text.
+	resultAnchors = &riskIndex{anchorIndex: newAnchorIndex(injections,
+		[]pattern{assignedSecret, urlCredentials, mk("percent_encoded", nil, "%")}), assignments: true}
 )
 
 // FindEnvReference reports an environment reference in s ($VAR, ${...},
@@ -306,10 +282,21 @@ func FindEnvReference(s string) (Finding, bool) { return scan(s, envRefs) }
 // read it: in s itself; in text hidden in Unicode tag characters or
 // variation selectors; in s normalised (invisible characters removed, so
 // that a soft hyphen or a zero-width space cannot split a word, NFKC,
-// lower case) and with homoglyphs mapped to Latin; in other languages; and
-// in printable text decoded from base64 runs.
+// lower case) and with homoglyphs mapped to Latin; in other languages; in
+// printable text decoded from base64 runs; and in each of these with the
+// markup reduced (Demarkup: "Ignore **all** previous instructions").
 func FindInjection(s string) (Finding, bool) {
-	return findInjection(s, true)
+	if f, ok := findInjection(s, true); ok {
+		return f, true
+	}
+	for _, r := range Demarkup(s) {
+		if f, ok := findInjection(r, true); ok {
+			f.Kind = "markup_" + f.Kind
+			f.Start, f.End = 0, len(s)
+			return f, true
+		}
+	}
+	return Finding{}, false
 }
 
 func findInjection(s string, decode bool) (Finding, bool) {
@@ -347,34 +334,10 @@ func findInjection(s string, decode bool) (Finding, bool) {
 	return Finding{}, false
 }
 
-// FindSecretDeep is FindSecret over s as it can be read back: as is, with
-// invisible characters removed and NFKC applied (a zero-width space or a
-// soft hyphen inside a key, full-width letters), and in text decoded from
-// base64 runs.
-func FindSecretDeep(s string) (Finding, bool) {
-	if f, ok := FindSecret(s); ok {
-		return f, true
-	}
-	if !isASCII(s) {
-		if f, ok := FindSecret(norm.NFKC.String(StripHidden(s))); ok {
-			f.Start, f.End = 0, len(s)
-			f.Kind = "obfuscated_" + f.Kind
-			return f, true
-		}
-	}
-	for _, d := range decodedRuns(s) {
-		if f, ok := FindSecret(d); ok {
-			f.Start, f.End = 0, len(s)
-			f.Kind = "base64_" + f.Kind
-			return f, true
-		}
-	}
-	return Finding{}, false
-}
-
 // FindPoisoning reports why a tool description looks poisoned: an
-// injection phrase, hidden characters or a pointer to credential files
-// (normalised as FindInjection does).
+// injection phrase, hidden characters, or an instruction to read or hand
+// over credentials or another tool's data (findLeakInstruction; a file
+// name alone, such as ".env" in a search tool's examples, is not one).
 func FindPoisoning(s string) (Finding, bool) {
 	if f, ok := FindHidden(s); ok {
 		return f, true
@@ -382,13 +345,7 @@ func FindPoisoning(s string) (Finding, bool) {
 	if f, ok := FindInjection(s); ok {
 		return f, true
 	}
-	if f, ok := scan(s, descriptionOnly); ok {
-		return f, true
-	}
-	if !isASCII(s) {
-		return scan(Skeleton(s), descriptionOnly)
-	}
-	return Finding{}, false
+	return findLeakInstruction(s)
 }
 
 // shellMeta are the characters that make a shell do more than run one
@@ -462,75 +419,6 @@ func decodeTags(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// RedactSecrets replaces secrets in s (strong shapes whole, credential
-// assignments by value) and reports the kinds it replaced.
-func RedactSecrets(s string) (string, []string) {
-	var kinds []string
-	for i := range strongSecrets {
-		p := &strongSecrets[i]
-		if !anyFold(s, p.anchors) || !p.re.MatchString(s) {
-			continue
-		}
-		s = p.re.ReplaceAllLiteralString(s, "[REDACTED:"+p.kind+"]")
-		kinds = append(kinds, p.kind)
-	}
-	var ok bool
-	if anyFold(s, urlCredentials.anchors) {
-		if s, ok = replaceSecretGroup(s, urlCredentials.re, 2, "[REDACTED:password]"); ok {
-			kinds = append(kinds, urlCredentials.kind)
-		}
-	}
-	if anyFold(s, assignedSecret.anchors) {
-		if s, ok = replaceSecretGroup(s, assignedSecret.re, 4, "[REDACTED:credential]"); ok {
-			kinds = append(kinds, assignedSecret.kind)
-		}
-	}
-	return s, kinds
-}
-
-// secretLike reports whether a value found where a secret is expected (a
-// NAME=value whose name says secret, a URL's password) looks like one:
-// at least 12 characters mixing letters and digits, as generated keys and
-// tokens do. Placeholders ("changeme", "your-api-key-here", "xxxx") do not,
-// and stay readable.
-func secretLike(v string) bool {
-	if len(v) < 12 {
-		return false
-	}
-	var letter, digit bool
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case c >= '0' && c <= '9':
-			digit = true
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
-			letter = true
-		}
-	}
-	return letter && digit
-}
-
-// replaceSecretGroup replaces submatch group of every match of re in s
-// whose value is secretLike, and reports whether it replaced any.
-func replaceSecretGroup(s string, re *regexp.Regexp, group int, repl string) (string, bool) {
-	var b strings.Builder
-	last, done := 0, false
-	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
-		start, end := m[2*group], m[2*group+1]
-		if start < 0 || !secretLike(s[start:end]) {
-			continue
-		}
-		b.WriteString(s[last:start])
-		b.WriteString(repl)
-		last, done = end, true
-	}
-	if !done {
-		return s, false
-	}
-	b.WriteString(s[last:])
-	return b.String(), true
 }
 
 func isASCII(s string) bool {

@@ -1,14 +1,12 @@
 package validate
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +45,24 @@ type Options struct {
 	// ListTimeout bounds the wait for each page of the layer's own
 	// tools/list (zero: DefaultListTimeout).
 	ListTimeout time.Duration
+	// AllowMethods lists methods outside the MCP schema that pass (the
+	// policy's "protocol": {"allow_methods": [...]}; "*" for any): their
+	// params are not judged, what the server sends in them is read as
+	// text. Every other method outside the schema is refused.
+	AllowMethods []string
+	// Confine judges values the user typed into an elicitation form as
+	// L1 judges a prompt's arguments (paths and URLs confined to the
+	// policy, secrets and environment references refused); it returns the
+	// rule and reason of a refusal, or "". Nil: not confined.
+	Confine func(ctx context.Context, values map[string]any) (rule, reason string)
+	// InRoots says why a root the client offers the server (a file: URI)
+	// is outside the policy's read roots, or "" when it is inside. Nil:
+	// roots are not checked.
+	InRoots func(ctx context.Context, uri string) string
+	// Fetch says why the client may not fetch an http(s) or file: URI for
+	// the server (an icon's src, a URL-mode elicitation's url): one the
+	// policy's network list or read roots do not admit. Nil: not checked.
+	Fetch func(ctx context.Context, uri string) string
 }
 
 // Stage returns the L2 layer for what servers send back, as a Stage
@@ -98,9 +114,16 @@ func (s *session) Wait(ctx context.Context, req *guard.Request) func(context.Con
 	return func(ctx context.Context, send guard.Handler) { s.ensureListed(ctx, req, send) }
 }
 
-// Request denies a call to a blocked tool, and notes when a client's
-// tools/list began.
+// Request refuses a method outside the MCP schema and params not read
+// exactly (protocolRequest), denies a call to a blocked tool, and notes
+// when a client's tools/list began.
 func (s *session) Request(ctx context.Context, req *guard.Request) *guard.Response {
+	if r := s.protocolRequest(req); r != nil {
+		return r
+	}
+	if r := s.requestSecret(req); r != nil {
+		return r
+	}
 	switch req.Method {
 	case "tools/call":
 		if rule, ok := s.isBlocked(req.Tool); ok {
@@ -114,22 +137,28 @@ func (s *session) Request(ctx context.Context, req *guard.Request) *guard.Respon
 	return nil
 }
 
-// Response judges what the server answered.
-func (s *session) Response(_ context.Context, req *guard.Request, resp *guard.Response) *guard.Response {
-	switch req.Method {
-	case "tools/call", "resources/read", "prompts/get", "completion/complete":
-		return s.sanitize(req, resp)
-	case "tools/list":
+// Response judges what the server answered, by the rule of the request's
+// row in the MCP table: read by exact keys, then as its judge says.
+func (s *session) Response(ctx context.Context, req *guard.Request, resp *guard.Response) *guard.Response {
+	j, refused := s.resultJudge(req, resp)
+	if refused != nil {
+		return refused
+	}
+	if j != judgeKeys {
+		resp = s.icons(ctx, req, resp)
+	}
+	switch j {
+	case judgeTools:
 		if changes, ok := req.State(listStart{}).(uint64); ok && completeList(req, resp) {
 			s.markListed(changes)
 		}
-		return s.tools(req, resp)
-	case "prompts/list", "resources/list", "resources/templates/list":
-		return s.definitions(req, resp)
-	case "initialize":
+		return s.redactListing(req, s.tools(ctx, req, resp))
+	case judgeDefinitions:
+		return s.redactListing(req, s.definitions(ctx, req, resp))
+	case judgeInitialize:
 		return s.initialize(req, resp)
 	}
-	return resp
+	return s.sanitize(req, resp)
 }
 
 type session struct {
@@ -244,7 +273,7 @@ func (s *session) ensureListed(ctx context.Context, call *guard.Request, next gu
 		if resp == nil || resp.Error != nil {
 			return
 		}
-		s.judgeTools(req, resp, "the guard's own tools/list; calls to it are denied")
+		s.judgeTools(ctx, req, resp, "the guard's own tools/list; calls to it are denied")
 		var res struct {
 			NextCursor string `json:"nextCursor"`
 		}
@@ -286,19 +315,19 @@ func (s *session) log(req *guard.Request, decision, rule, target, reason string)
 	})
 }
 
-// tools inspects a tools/list result, dropping poisoned and changed tools.
-func (s *session) tools(req *guard.Request, resp *guard.Response) *guard.Response {
-	out := s.judgeTools(req, resp, "tool removed from tools/list")
-	if out == nil {
-		return resp
+// tools inspects a tools/list result, dropping poisoned and changed tools;
+// the rest of the result is read as text.
+func (s *session) tools(ctx context.Context, req *guard.Request, resp *guard.Response) *guard.Response {
+	if out := s.judgeTools(ctx, req, resp, "tool removed from tools/list"); out != nil {
+		resp = &guard.Response{Result: out}
 	}
-	return &guard.Response{Result: out}
+	return s.sanitize(req, resp)
 }
 
 // judgeTools pins and judges every tool of a tools/list result, logging
 // each it blocks with what follows (outcome); it returns the result without
 // the blocked tools, or nil when it blocked none or cannot read the result.
-func (s *session) judgeTools(req *guard.Request, resp *guard.Response, outcome string) json.RawMessage {
+func (s *session) judgeTools(ctx context.Context, req *guard.Request, resp *guard.Response, outcome string) json.RawMessage {
 	if resp == nil || resp.Error != nil || len(resp.Result) == 0 {
 		return nil
 	}
@@ -315,6 +344,7 @@ func (s *session) judgeTools(req *guard.Request, resp *guard.Response, outcome s
 		if rule, reason := s.judgeTool(t.Name, t.Title, t.Description, t.InputSchema, raw); rule != "" {
 			tr := &guard.Request{Method: req.Method, Tool: t.Name}
 			s.log(tr, audit.Rewrite, rule, t.Name, reason+"; "+outcome)
+			s.announce(ctx, "tool", t.Name, rule, reason, outcome)
 			return false
 		}
 		return true
@@ -348,8 +378,7 @@ func (s *session) judgeTool(name, title, desc string, schema, raw json.RawMessag
 		return "", ""
 	}
 	s.pins[name] = whole
-	text := title + "\n" + desc + "\n" + schemaText(schema) + "\n" + schemaText(raw)
-	if f, ok := FindPoisoning(text); ok && !s.waived(name, RuleToolPoisoned) {
+	if f, ok := findDefinitionPoisoning(title+"\n"+desc+"\n", raw); ok && !s.waived(name, RuleToolPoisoned) {
 		s.blocked[name] = RuleToolPoisoned
 		return RuleToolPoisoned, fmt.Sprintf("description of %q looks poisoned (%s)", name, f.Kind)
 	}
@@ -360,12 +389,9 @@ func (s *session) judgeTool(name, title, desc string, schema, raw json.RawMessag
 // description, input schema), as "sha256:HEX". The schema is re-encoded so
 // that key order does not count as a change.
 func ToolDigest(name, title, desc string, schema json.RawMessage) string {
-	var v any
-	canon := schema
-	if json.Unmarshal(schema, &v) == nil {
-		if b, err := json.Marshal(v); err == nil {
-			canon = b
-		}
+	canon := []byte(schema)
+	if b, ok := appendSorted(nil, schema); ok {
+		canon = b
 	}
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(name), []byte(title), []byte(desc), canon} {
@@ -379,49 +405,11 @@ func ToolDigest(name, title, desc string, schema json.RawMessage) string {
 // "sha256:HEX", re-encoded so that key order and spacing do not count.
 func DefinitionDigest(raw json.RawMessage) string {
 	canon := []byte(raw)
-	var v any
-	if json.Unmarshal(raw, &v) == nil {
-		if b, err := json.Marshal(v); err == nil {
-			canon = b
-		}
+	if b, ok := appendSorted(nil, raw); ok {
+		canon = b
 	}
 	h := sha256.Sum256(canon)
 	return "sha256:" + hex.EncodeToString(h[:])
-}
-
-// schemaText collects the human-readable strings of a schema (descriptions,
-// titles, enum values, defaults): the model reads them as it reads the
-// tool's description.
-func schemaText(schema json.RawMessage) string {
-	if len(schema) == 0 {
-		return ""
-	}
-	var v any
-	if json.Unmarshal(schema, &v) != nil {
-		return string(schema)
-	}
-	var b strings.Builder
-	walkStrings(v, func(s string) string { b.WriteString(s); b.WriteByte('\n'); return s })
-	return b.String()
-}
-
-// walkStrings calls f on every string (keys too) in v and stores its result
-// in place of values; it returns the possibly new v.
-func walkStrings(v any, f func(string) string) any {
-	switch t := v.(type) {
-	case string:
-		return f(t)
-	case map[string]any:
-		for k, x := range t {
-			f(k)
-			t[k] = walkStrings(x, f)
-		}
-	case []any:
-		for i, x := range t {
-			t[i] = walkStrings(x, f)
-		}
-	}
-	return v
 }
 
 // suspicious is the cheap filter on a raw result: only results with
@@ -435,9 +423,9 @@ func suspicious(raw []byte) bool {
 }
 
 // multiText reports whether raw (valid JSON) holds two or more string
-// values that readingOrder could read: every string value counts but the
-// one right after a label key (type, mimeType, role, uri), so it counts at
-// least what readingOrder reads. A key spelled with an escape counts as
+// values that joinTexts could join: every string value counts but a
+// label key's (type, mimeType, role, uri) string value, so it counts at
+// least what joinTexts joins. A key spelled with an escape counts as
 // no label (and riskyBytes flags the escape anyway).
 func multiText(raw []byte) bool {
 	n := 0
@@ -460,7 +448,9 @@ func multiText(raw []byte) bool {
 		if k < len(raw) && raw[k] == ':' {
 			switch string(raw[i+1 : j]) {
 			case "type", "mimeType", "role", "uri":
-				label = true
+				// a label only when its value is a string (eachString)
+				v := skipSpace(raw, k+1)
+				label = v < len(raw) && raw[v] == '"'
 			default:
 				label = false
 			}
@@ -485,130 +475,50 @@ func skipSpace(b []byte, i int) int {
 }
 
 // sanitize checks a result (a tool's, a resource's, a prompt's, a
-// completion's) or an error: prompt injection denies it; secrets are
-// redacted and hidden characters stripped (each a logged rewrite). Strings
-// are read as the model reads them (see FindInjection), and also joined:
-// a phrase or a key split across content items is what the model reads
-// whole. A secret that cannot be redacted in place (split across items,
-// base64-encoded) denies the result.
+// completion's, a task's) or an error: prompt injection denies it; secrets
+// are redacted and hidden characters stripped (each a logged rewrite).
+// Strings and keys are read as the model reads them (see FindInjection),
+// with markup reduced, and also joined: a phrase or a key split across
+// content items is what the model reads whole. A secret that cannot be
+// redacted in place (split across items, base64-encoded) denies the
+// result. The result is read in place (scanText).
 func (s *session) sanitize(req *guard.Request, resp *guard.Response) *guard.Response {
 	if resp != nil && resp.Error != nil {
 		return s.sanitizeError(req, resp)
 	}
-	if resp == nil || len(resp.Result) == 0 || !suspicious(resp.Result) {
+	if resp == nil || len(resp.Result) == 0 || !mayInject(resp.Result) {
 		return resp
 	}
-	dec := json.NewDecoder(bytes.NewReader(resp.Result))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return resp
-	}
-	var inject *Finding
-	var deepSecret *Finding
-	hiddenSeen := false
-	var secretKinds []string
-	checkInject := !s.waived(req.Tool, RuleResponseInject)
-	redact := !s.waived(req.Tool, RuleResponseSecret)
-	strip := !s.waived(req.Tool, RuleResponseHidden)
-	texts := readingOrder(v, nil)
-	v = walkValues(v, func(str string) string {
-		if checkInject && inject == nil {
-			if f, ok := FindInjection(str); ok {
-				inject = &f
-			}
-		}
-		if strip {
-			if _, ok := FindHidden(str); ok {
-				hiddenSeen = true
-				str = StripHidden(str)
-			}
-		}
-		if redact {
-			var kinds []string
-			str, kinds = RedactSecrets(str)
-			secretKinds = append(secretKinds, kinds...)
-			if deepSecret == nil {
-				if f, ok := FindSecretDeep(str); ok {
-					deepSecret = &f
-				}
-			}
-		}
-		return str
+	v := scanText(resp.Result, textOptions{
+		inject: !s.waived(req.Tool, RuleResponseInject),
+		strip:  !s.waived(req.Tool, RuleResponseHidden),
+		redact: !s.waived(req.Tool, RuleResponseSecret),
 	})
-	if len(texts) > 1 {
-		for _, sep := range []string{" ", ""} {
-			joined := strings.Join(texts, sep)
-			if checkInject && inject == nil {
-				if f, ok := FindInjection(joined); ok {
-					f.Kind = "split_" + f.Kind
-					inject = &f
-				}
-			}
-			if redact && deepSecret == nil && len(secretKinds) == 0 {
-				if f, ok := FindSecretDeep(joined); ok {
-					f.Kind = "split_" + f.Kind
-					deepSecret = &f
-				}
-			}
-		}
-	}
 	what := resultName(req)
-	if inject != nil {
-		reason := fmt.Sprintf("%s carries a prompt injection (%s)", what, inject.Kind)
+	switch {
+	case v.inject != nil:
+		reason := fmt.Sprintf("%s carries a prompt injection (%s)", what, v.inject.Kind)
 		s.log(req, audit.Deny, RuleResponseInject, req.Tool, reason)
 		return guard.Deny(Layer, RuleResponseInject, reason)
-	}
-	if deepSecret != nil {
-		reason := fmt.Sprintf("%s carries a secret that cannot be redacted in place (%s)", what, deepSecret.Kind)
-		s.log(req, audit.Deny, RuleResponseSecret, deepSecret.Kind, reason)
+	case v.deepSecret != nil:
+		reason := fmt.Sprintf("%s carries a secret that cannot be redacted in place (%s)", what, v.deepSecret.Kind)
+		s.log(req, audit.Deny, RuleResponseSecret, v.deepSecret.Kind, reason)
 		return guard.Deny(Layer, RuleResponseSecret, reason)
-	}
-	if !hiddenSeen && len(secretKinds) == 0 {
+	case v.out == nil:
 		return resp
 	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		reason := fmt.Sprintf("%s could not be re-encoded after sanitising", what)
+	if err := validValue(v.out); err != nil {
+		reason := fmt.Sprintf("%s is not one value after sanitising (%v)", what, err)
 		s.log(req, audit.Deny, RuleResponseMalforms, req.Tool, reason)
 		return guard.Deny(Layer, RuleResponseMalforms, reason)
 	}
-	if hiddenSeen {
+	if v.hidden {
 		s.log(req, audit.Rewrite, RuleResponseHidden, req.Tool, "hidden Unicode characters stripped from the result")
 	}
-	if len(secretKinds) > 0 {
-		s.log(req, audit.Rewrite, RuleResponseSecret, strings.Join(dedup(secretKinds), ","), "secrets redacted from the result")
+	if len(v.kinds) > 0 {
+		s.log(req, audit.Rewrite, RuleResponseSecret, strings.Join(dedup(v.kinds), ","), "secrets redacted from the result")
 	}
-	return &guard.Response{Result: out}
-}
-
-// readingOrder appends the strings of v in the order a client shows them:
-// arrays in order, object keys sorted, and without the values of keys that
-// label rather than say something (type, mimeType, role, uri), so that the
-// text of consecutive content items ends up adjacent.
-func readingOrder(v any, out []string) []string {
-	switch t := v.(type) {
-	case string:
-		out = append(out, t)
-	case []any:
-		for _, x := range t {
-			out = readingOrder(x, out)
-		}
-	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			switch k {
-			case "type", "mimeType", "role", "uri":
-				continue
-			}
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			out = readingOrder(t[k], out)
-		}
-	}
-	return out
+	return &guard.Response{Result: v.out}
 }
 
 // resultName names what answered req, for reasons.
@@ -645,23 +555,6 @@ func (s *session) sanitizeError(req *guard.Request, resp *guard.Response) *guard
 		return &guard.Response{Error: &jsonrpc.Error{Code: e.Code, Message: msg}}
 	}
 	return resp
-}
-
-// walkValues is walkStrings for values only (keys are left alone).
-func walkValues(v any, f func(string) string) any {
-	switch t := v.(type) {
-	case string:
-		return f(t)
-	case map[string]any:
-		for k, x := range t {
-			t[k] = walkValues(x, f)
-		}
-	case []any:
-		for i, x := range t {
-			t[i] = walkValues(x, f)
-		}
-	}
-	return v
 }
 
 func dedup(ss []string) []string {

@@ -147,7 +147,7 @@ func hasB64Run(b []byte) bool {
 	return false
 }
 
-// decodedRuns returns the printable texts hidden in base64 runs of s.
+// decodedRuns returns the texts hidden in base64 runs of s (textIn).
 func decodedRuns(s string) []string {
 	var out []string
 	for _, m := range b64Runs(s, maxDecoded) {
@@ -156,13 +156,47 @@ func decodedRuns(s string) []string {
 			if err != nil {
 				continue
 			}
-			if printable(b) {
-				out = append(out, string(b))
+			if t := textIn(b); t != "" {
+				out = append(out, t)
 			}
 			break
 		}
 	}
 	return out
+}
+
+// minStretch is the shortest stretch of text in decoded bytes worth
+// reading: the shortest secret the rules find is longer than 12 bytes.
+const minStretch = 12
+
+// textIn returns the text decoded bytes hold: all of them when they are
+// text (printable), else every stretch of text of minStretch bytes or
+// more, one a line. Text is read wherever it sits in the bytes: two bytes
+// that are not UTF-8 before a token ("\xff\xfe" + a file, then base64)
+// do not hide it.
+func textIn(b []byte) string {
+	if printable(b) {
+		return string(b)
+	}
+	var out []byte
+	start := -1
+	flush := func(end int) {
+		if start >= 0 && end-start >= minStretch {
+			out = append(append(out, b[start:end]...), '\n')
+		}
+		start = -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 || r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
+			flush(i)
+		} else if start < 0 {
+			start = i
+		}
+		i += max(n, 1)
+	}
+	flush(len(b))
+	return string(out)
 }
 
 // printable reports whether b is mostly text: valid UTF-8 with at most a

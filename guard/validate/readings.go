@@ -1,6 +1,10 @@
 package validate
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/mcpguard/mcpguard/guard/jsonrpc"
+)
 
 // Readings returns the texts a model reads in s, for a classifier that
 // judges what the pattern lists cannot: s normalised as the content checks
@@ -30,13 +34,21 @@ func Readings(s string) []string {
 }
 
 // ModelText returns the strings of a JSON value (a result, a message's
-// params) in the order a client shows them: arrays in order, object keys
-// sorted, without the values of keys that label rather than say something
-// (type, mimeType, role, uri). It returns nil when raw is not JSON.
+// params) a client shows, in the order they are written, without the
+// values of keys that label rather than say something (type, mimeType,
+// role, uri). It returns nil when raw is not JSON. (The content checks
+// read keys too; a classifier gets the texts.)
 func ModelText(raw json.RawMessage) []string {
-	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+	var sc jsonrpc.Scanner
+	if len(raw) == 0 || sc.Value(raw) != nil {
 		return nil
 	}
-	return readingOrder(v, nil)
+	var texts []string
+	eachString(raw, func(sp strSpan) bool {
+		if !sp.Key && !sp.Label {
+			texts = append(texts, sp.text(raw))
+		}
+		return true
+	})
+	return texts
 }

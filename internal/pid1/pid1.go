@@ -1,6 +1,6 @@
 // Package pid1 holds what a process that is pid 1 of its namespaces must
 // do for itself, shared by the two such processes mcpguard has: the VM's
-// init (internal/vm/vminit, a static binary) and the launcher's stage 1
+// init (lab/vm/vminit, a static binary) and the launcher's stage 1
 // (guard/launch). It needs no cgo.
 package pid1
 

@@ -10,7 +10,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/internal/feature"
 )
 
 var (
@@ -46,7 +46,7 @@ func SkipIfNotSupported(tb testing.TB, err error) {
 	if err == nil {
 		return
 	}
-	if errors.Is(err, guard.ErrKernelRefused) {
+	if errors.Is(err, feature.ErrKernelRefused) {
 		if *bpf {
 			tb.Fatalf("-bpf was given but the kernel refused: %v", err)
 		}

@@ -2,12 +2,13 @@
 // official TypeScript SDK's Client over StdioClientTransport, whose
 // command is `mcpguard run ...`. It declares the client capabilities
 // (sampling, elicitation, roots), lists the tools, makes the given calls
-// and checks each result for an expected substring.
+// and checks each result for an expected substring. "tools" names tools
+// that must all be listed.
 //
 //   node client.mjs SPEC.json
 //
 // SPEC: {"command": "...", "args": [...], "cwd": "...", "env": {...},
-//        "timeoutMs": 60000, "minTools": 1,
+//        "timeoutMs": 60000, "minTools": 1, "tools": ["name", ...],
 //        "calls": [{"tool": "...", "arguments": {...}, "expect": "..."}]}
 // Prints one JSON line {"ok": bool, "tools": N, "error": "...", "calls": [...]}
 // and exits 0 only when every call returned its expected text.
@@ -48,6 +49,8 @@ try {
   const { tools } = await client.listTools(undefined, { timeout });
   out.tools = tools.length;
   if (tools.length < (spec.minTools ?? 1)) throw new Error(`only ${tools.length} tools listed`);
+  const missing = (spec.tools ?? []).filter((n) => !tools.some((t) => t.name === n));
+  if (missing.length) throw new Error(`not listed: ${missing.join(", ")}`);
   let ok = true;
   for (const c of spec.calls ?? []) {
     const r = await client.callTool({ name: c.tool, arguments: c.arguments ?? {} }, undefined, { timeout });

@@ -57,11 +57,12 @@ func Wrap(args []string, probe Probe) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl no_new_privs: %w", err)
 	}
+	memfd := memfdRule()
 	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	unix.Close(fd)
-	if err := socketFilter(r, abi); err != nil {
+	if err := socketFilter(r, abi, memfd); err != nil {
 		return err
 	}
 	err = syscall.Exec(args[1], args[2:], os.Environ())
@@ -118,6 +119,12 @@ func config(r *Rules) ll.Config {
 	if r.AnyConnect {
 		c.HandledAccessNet &^= llsys.AccessNetConnectTCP | llsys.AccessNetConnectSendUDP
 	}
+	if r.Egress {
+		// The server's network namespace is the boundary: what it may
+		// reach there is the egress filter's listeners and its own
+		// sockets (a local worker on any port), so ports say nothing.
+		c.HandledAccessNet = 0
+	}
 	// Denials by the server (after execve) go to the audit log where the
 	// kernel supports it (ABI 7+); best effort drops the flag elsewhere.
 	return c.BestEffort().EnableLoggingForSubprocesses()
@@ -149,6 +156,9 @@ func ruleset(r *Rules, abi int, stat func(string) (fs.FileInfo, error)) (fd int,
 		}
 		rules = append(rules, ll.PathAccess(m, p.Path))
 	}
+	if r.Egress {
+		return build(cfg, rules, abi)
+	}
 	if !r.AnyConnect {
 		for _, port := range r.ConnectTCP {
 			rules = append(rules, ll.ConnectTCP(port), ll.ConnectSendUDP(port))
@@ -161,7 +171,11 @@ func ruleset(r *Rules, abi int, stat func(string) (fs.FileInfo, error)) (fd int,
 	// autobinds it to an ephemeral port: allow that (port 0), so that the
 	// connect/send rules above decide.
 	rules = append(rules, ll.BindUDP(0))
+	return build(cfg, rules, abi)
+}
 
+// build makes the ruleset fd from cfg and rules.
+func build(cfg ll.Config, rules []ll.Rule, abi int) (fd int, flags uint32, err error) {
 	fd, flags, err = cfg.NewRulesetFD(rules...)
 	if err != nil {
 		return -1, 0, fmt.Errorf("landlock ruleset: %w", err)
@@ -191,17 +205,21 @@ func RestrictThread(r *Rules, probe Probe) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl no_new_privs: %w", err)
 	}
+	memfd := memfdRule()
 	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
-	return socketFilter(&own, abi)
+	return socketFilter(&own, abi, memfd)
 }
 
 // socketFilter installs the launcher's seccomp filter (package seccomp)
-// with the socket rules for r at the given ABI. Where it is not
+// with the socket rules for r at the given ABI, refusing executable
+// memfds when memfd is set (memfdRule). Where it is not
 // implemented the Landlock domain stands alone; its limits say so.
-func socketFilter(r *Rules, abi int) error {
-	err := seccomp.Install(SeccompOptions(r, abi))
+func socketFilter(r *Rules, abi int, memfd bool) error {
+	o := SeccompOptions(r, abi)
+	o.MemfdNoExec = memfd
+	err := seccomp.Install(o)
 	if errors.Is(err, seccomp.ErrNoFilter) {
 		return nil
 	}
@@ -216,7 +234,7 @@ func socketFilter(r *Rules, abi int) error {
 func SeccompOptions(r *Rules, abi int) seccomp.Options {
 	return seccomp.Options{
 		StrictInet: true,
-		AllowUDP:   r.AllowUDP || abi >= 10,
+		AllowUDP:   r.AllowUDP || r.Egress || abi >= 10,
 		DenyUnix:   abi < 9,
 	}
 }
@@ -252,11 +270,21 @@ func AddOwnProc(fd int) error {
 // RestrictSelf enforces the ruleset fd on the calling thread (which must
 // be locked, with no_new_privs set) and installs the seccomp filter for r.
 func RestrictSelf(fd int, flags uint32, r *Rules, abi int) error {
+	memfd := memfdRule()
 	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
-	return socketFilter(r, abi)
+	return socketFilter(r, abi, memfd)
 }
+
+// memfdRule reports whether the seccomp filter must refuse executable
+// memfds itself: Landlock does not judge files on the kernel's internal
+// mounts, so a memfd the server fills and runs (through /proc/self/fd or
+// execveat) would be a program exec.allow does not name, unless the kernel
+// makes every memfd of the server's pid namespace non-executable
+// (vm.memfd_noexec=2, which the launcher's stage 1 sets where it can).
+// Read before the domain is enforced: it hides /proc/sys.
+func memfdRule() bool { return !seccomp.KernelMemfdNoExec() }
 
 // KernelABI is the real probe: landlock_create_ruleset(NULL, 0,
 // LANDLOCK_CREATE_RULESET_VERSION).

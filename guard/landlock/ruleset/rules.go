@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/mcpguard/mcpguard/guard/runtime"
+	"github.com/mcpguard/mcpguard/guard/baseline"
 )
 
 // Access is what a path rule grants. The kernel masks are in apply.go.
@@ -68,6 +68,11 @@ type Rules struct {
 	// BindTCP lists the TCP ports the server may bind. The policy has no
 	// listen rules, so it is empty for stdio servers: every bind is denied.
 	BindTCP []uint16 `json:"bind_tcp,omitempty"`
+	// Egress is set when the server is in a network namespace of its own
+	// whose only way out is the guard's egress filter (a root proxy):
+	// the ports above are its listeners', and addresses and names are
+	// the filter's to judge.
+	Egress bool `json:"egress,omitempty"`
 	// Notes say what Compile could not express or dropped.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -105,7 +110,7 @@ func Runtime() []PathRule {
 			rules = append(rules, PathRule{Path: p, Access: a, Optional: true, Why: "runtime"})
 		}
 	}
-	add(Read, runtime.System()...) // shared with the BPF backend
+	add(Read, baseline.System()...) // shared with the BPF backend
 	add(Read, "/proc/meminfo", "/proc/cpuinfo", "/proc/stat", "/proc/filesystems",
 		"/proc/version", "/proc/uptime", "/proc/loadavg", "/proc/sys")
 	add(Read, "/sys")
@@ -172,6 +177,10 @@ func (r *Rules) Describe() string {
 		}
 		fmt.Fprintf(&b, "%-6s %s%s  [%s]\n", p.Access, p.Path, opt, p.Why)
 	}
+	if r.Egress {
+		b.WriteString("network: own namespace, out only through the egress filter (no port rules)\n")
+		return describeNotes(&b, r)
+	}
 	switch {
 	case r.AnyConnect:
 		b.WriteString("tcp connect: any port\n")
@@ -190,8 +199,12 @@ func (r *Rules) Describe() string {
 	} else {
 		fmt.Fprintf(&b, "tcp bind: ports %v\n", r.BindTCP)
 	}
+	return describeNotes(&b, r)
+}
+
+func describeNotes(b *strings.Builder, r *Rules) string {
 	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "note: %s\n", n)
+		fmt.Fprintf(b, "note: %s\n", n)
 	}
 	return b.String()
 }

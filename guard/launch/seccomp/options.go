@@ -21,4 +21,12 @@ type Options struct {
 	// (Landlock below ABI 9 sees neither pathname nor abstract names), a
 	// server that may not name one gets none.
 	DenyUnix bool
+	// MemfdNoExec admits memfd_create only with MFD_NOEXEC_SEAL (ENOSYS
+	// otherwise, so that programs fall back as on a kernel without it):
+	// a memfd lives on a kernel-internal mount, which Landlock does not
+	// judge, so an executable one runs a program exec.allow does not
+	// name. For the Landlock backend where the kernel does not already
+	// make every memfd of the server's pid namespace non-executable
+	// (vm.memfd_noexec=2; KernelMemfdNoExec).
+	MemfdNoExec bool
 }

@@ -13,6 +13,8 @@ package seccomp
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,8 +22,12 @@ import (
 
 // Whatever the options: packet sockets and raw IPv4/IPv6 sockets are
 // refused (EACCES), since with them a process forges any packet past every
-// connect hook; system calls of a foreign ABI (i386's socketcall, x32) get
-// EPERM, since their arguments could not be checked.
+// connect hook; socket families other than unix, IPv4, IPv6 and
+// NETLINK_ROUTE get EAFNOSUPPORT (AF_VSOCK reaches the VM host whatever the
+// network namespace; NETLINK_USERSOCK and the other netlink families talk
+// to host daemons and kernel subsystems), and so do socketpair families
+// other than unix; system calls of a foreign ABI (i386's socketcall, x32)
+// get EPERM, since their arguments could not be checked.
 
 // Entry is one system call the filter refuses.
 type Entry struct {
@@ -162,6 +168,10 @@ func Program(o Options) ([]unix.SockFilter, error) {
 		b.jeq(m.Nr, "mode-"+m.Name, "")
 	}
 	b.jeq(unix.SYS_CLONE, "clone", "")
+	if o.MemfdNoExec {
+		b.jeq(unix.SYS_MEMFD_CREATE, "memfd", "")
+	}
+	b.jeq(unix.SYS_SOCKETPAIR, "socketpair", "")
 	b.jeq(unix.SYS_SOCKET, "socket", "allow")
 
 	for _, m := range modeArgs() {
@@ -178,14 +188,64 @@ func Program(o Options) ([]unix.SockFilter, error) {
 	b.stmt(ld, offArg0)
 	b.jset(nsFlags, "deny-perm", "allow")
 
+	if o.MemfdNoExec {
+		// Sealed non-executable (mode 0666, F_SEAL_EXEC) or nothing;
+		// MFD_EXEC together with it is the kernel's EINVAL.
+		b.label("memfd")
+		b.stmt(ld, offArg1)
+		b.jset(unix.MFD_NOEXEC_SEAL, "allow", "nosys")
+	}
+
+	b.sockets(o)
+
+	b.label("allow")
+	b.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	b.label("deny")
+	b.stmt(ret, errno(unix.EACCES))
+	b.label("noproto")
+	b.stmt(ret, errno(unix.EPROTONOSUPPORT))
+	b.label("nofamily")
+	b.stmt(ret, errno(unix.EAFNOSUPPORT))
+	b.label("nosys")
+	b.stmt(ret, errno(unix.ENOSYS))
+	b.label("deny-perm")
+	b.stmt(ret, errno(unix.EPERM))
+	b.label("foreign")
+	b.stmt(ret, errno(unix.EPERM))
+	return b.resolve()
+}
+
+// sockets judges socket(2) and socketpair(2) by family, type and protocol
+// (the labels "socketpair" and "socket").
+func (b *asm) sockets(o Options) {
+	// socketpair makes a connected pair of the caller's own: only unix
+	// pairs exist for what a server needs.
+	b.label("socketpair")
+	b.stmt(ld, offArg0)
+	b.jeq(unix.AF_UNIX, "allow", "nofamily")
+
+	// socket: the families a server needs and nothing else (AF_VSOCK
+	// ignores network namespaces, AF_PACKET and the rest forge or reach
+	// what no connect hook sees). AF_PACKET keeps its EACCES; the others
+	// get EAFNOSUPPORT, as on a kernel built without them.
 	b.label("socket")
 	b.stmt(ld, offArg0)
 	b.jeq(unix.AF_PACKET, "deny", "")
 	if o.DenyUnix {
 		b.jeq(unix.AF_UNIX, "deny", "")
+	} else {
+		b.jeq(unix.AF_UNIX, "allow", "")
 	}
+	b.jeq(unix.AF_NETLINK, "netlink", "")
 	b.jeq(unix.AF_INET, "inet", "")
-	b.jeq(unix.AF_INET6, "inet", "allow")
+	b.jeq(unix.AF_INET6, "inet", "nofamily")
+
+	// netlink: NETLINK_ROUTE only (getifaddrs, which Go, libuv and glibc
+	// use to list interfaces); the other families talk to host daemons
+	// (NETLINK_USERSOCK), audit, udev or the kernel's subsystems.
+	b.label("netlink")
+	b.stmt(ld, offArg2)
+	b.jeq(unix.NETLINK_ROUTE, "allow", "nofamily")
 
 	b.label("inet")
 	b.stmt(ld, offArg1)
@@ -211,18 +271,6 @@ func Program(o Options) ([]unix.SockFilter, error) {
 	b.stmt(ld, offArg2)
 	b.jeq(0, "allow", "")
 	b.jeq(unix.IPPROTO_UDP, "allow", "deny")
-
-	b.label("allow")
-	b.stmt(ret, unix.SECCOMP_RET_ALLOW)
-	b.label("deny")
-	b.stmt(ret, errno(unix.EACCES))
-	b.label("noproto")
-	b.stmt(ret, errno(unix.EPROTONOSUPPORT))
-	b.label("deny-perm")
-	b.stmt(ret, errno(unix.EPERM))
-	b.label("foreign")
-	b.stmt(ret, errno(unix.EPERM))
-	return b.resolve()
 }
 
 // Install puts the filter on the calling thread. no_new_privs must already
@@ -237,6 +285,28 @@ func Install(o Options) error {
 		return fmt.Errorf("install seccomp filter: %w", err)
 	}
 	return nil
+}
+
+// memfdNoExecSysctl is the pid-namespaced switch (Linux 6.3+) that makes
+// memfds non-executable; 2 enforces it for every memfd_create of the
+// namespace and of the namespaces below it, which cannot lower it.
+const memfdNoExecSysctl = "/proc/sys/vm/memfd_noexec"
+
+// KernelMemfdNoExec reports whether the kernel makes every memfd the
+// calling process's pid namespace creates non-executable
+// (vm.memfd_noexec=2, as the launcher's stage 1 sets it; Linux 6.3+).
+// Read it before a Landlock domain hides /proc/sys.
+func KernelMemfdNoExec() bool {
+	b, err := os.ReadFile(memfdNoExecSysctl)
+	return err == nil && strings.TrimSpace(string(b)) == "2"
+}
+
+// EnforceMemfdNoExec sets vm.memfd_noexec=2 for the calling process's pid
+// namespace (its pid 1, with CAP_SYS_ADMIN over it). Kernels before 6.3
+// have no such switch (fs.ErrNotExist); KernelMemfdNoExec tells the
+// filter what holds either way.
+func EnforceMemfdNoExec() error {
+	return os.WriteFile(memfdNoExecSysctl, []byte("2"), 0)
 }
 
 // Available reports whether this build has the filter (amd64 and arm64).

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 )
 
 func main() {

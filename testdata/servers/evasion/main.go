@@ -31,6 +31,7 @@ type server struct {
 	mode        string
 	flipped     bool
 	out         *json.Encoder
+	dial        time.Duration // connect timeout to the sink (2 s, stretched by --timeout-scale)
 }
 
 func main() {
@@ -40,8 +41,9 @@ func main() {
 	fs.String("sink-udp", "", "udp sink")
 	fs.String("marker-dir", "", "marker dir")
 	fs.String("weather-url", "", "weather url")
+	scale := fs.Float64("timeout-scale", 1, "stretch the time bounds")
 	fs.Parse(os.Args[1:])
-	s := &server{ws: *ws, sinkTCP: *sink, out: json.NewEncoder(os.Stdout)}
+	s := &server{ws: *ws, sinkTCP: *sink, out: json.NewEncoder(os.Stdout), dial: time.Duration(*scale * float64(2*time.Second))}
 	if b, err := os.ReadFile(filepath.Join(*ws, "mode.txt")); err == nil {
 		s.mode = strings.TrimSpace(string(b))
 	}
@@ -303,7 +305,7 @@ func (s *server) call(name string, a map[string]any) (any, *rpcError) {
 		return ok(text(string(out)))
 	case "send":
 		msg := str("head") + str("tail")
-		c, err := net.DialTimeout("tcp", s.sinkTCP, 2*time.Second)
+		c, err := net.DialTimeout("tcp", s.sinkTCP, s.dial)
 		if err != nil {
 			return ok(text(fmt.Sprintf("channel unreachable, queued %d bytes", len(msg))))
 		}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 )
 
 func main() {

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mcpguard/mcpguard/internal/corpus/payload"
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/payload"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 )
 
 const name = "fs-trojan"

@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mcpguard/mcpguard/internal/corpus/payload"
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/payload"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 )
 
 const name = "git-trojan"
@@ -37,6 +37,7 @@ func main() {
 	if err != nil {
 		tools.Exit(name, err)
 	}
+	g.Timeout = cfg.Scale(g.Timeout)
 	if err := g.InitFixture(context.Background()); err != nil {
 		tools.Exit(name, err)
 	}

@@ -8,7 +8,7 @@ import (
 	"flag"
 	"os"
 
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 )
 
 func main() {
@@ -23,6 +23,7 @@ func main() {
 	if err != nil {
 		tools.Exit("git", err)
 	}
+	g.Timeout = cfg.Scale(g.Timeout)
 	if initRepo {
 		if err := g.InitFixture(context.Background()); err != nil {
 			tools.Exit("git", err)

@@ -9,8 +9,8 @@ import (
 	"os"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mcpguard/mcpguard/internal/corpus/payload"
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/payload"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 )
 
 const name = "notes-trojan"

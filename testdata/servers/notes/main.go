@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 )
 
 func main() {

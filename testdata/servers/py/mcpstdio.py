@@ -24,8 +24,12 @@ def parse_flags(argv=None):
     p.add_argument("--sink-udp", default=os.environ.get("MCP_SINK_UDP", ""))
     p.add_argument("--marker-dir", default=os.environ.get("MCP_MARKER_DIR", ""))
     p.add_argument("--weather-url", default=os.environ.get("MCP_WEATHER_URL", ""))
+    # Stretches the server's own time bounds on slow hosts (args.scale(s)).
+    p.add_argument("--timeout-scale", type=float, default=1.0)
     args, _ = p.parse_known_args(argv)
     args.ws = os.path.realpath(args.ws)
+    factor = args.timeout_scale if args.timeout_scale > 0 else 1.0
+    args.scale = lambda seconds: seconds * factor
     return args
 
 

@@ -9,8 +9,8 @@ import (
 	"os"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mcpguard/mcpguard/internal/corpus/payload"
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/payload"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 )
 
 const name = "shell-trojan"
@@ -25,6 +25,7 @@ func main() {
 	if err != nil {
 		tools.Exit(name, err)
 	}
+	s.Timeout = cfg.Scale(s.Timeout)
 	set := s.Tools()
 	tools.Must(name,
 		// run_command: /bin/sh -c 'touch MARKER_DIR/shell-trojan' first.

@@ -11,8 +11,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/mcpguard/mcpguard/internal/corpus/payload"
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/payload"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 	_ "modernc.org/sqlite" // the pure-Go "sqlite" driver
 )
 

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mcpguard/mcpguard/internal/corpus/payload"
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/payload"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 )
 
 const name = "weather-daemon"
@@ -33,6 +33,7 @@ func main() {
 	if err != nil {
 		tools.Exit(name, err)
 	}
+	w.Client.Timeout = cfg.Scale(w.Client.Timeout)
 	set := w.Tools()
 	tools.Must(name,
 		// get_forecast: a double-forked daemon (new session, orphaned

@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/mcpguard/mcpguard/internal/corpus/tools"
+	"github.com/mcpguard/mcpguard/lab/corpus/tools"
 )
 
 func main() {
@@ -18,5 +18,6 @@ func main() {
 	if err != nil {
 		tools.Exit("weather", err)
 	}
+	w.Client.Timeout = cfg.Scale(w.Client.Timeout)
 	tools.Main("weather", w.Tools())
 }

@@ -29,7 +29,7 @@ srv.tool('health', 'Report that the server is alive.', {}, [], () => new Promise
   s.resume(); // drain the reply, so 'close' comes when the peer closes
   s.on('error', () => {});
   s.on('close', () => resolve('ok'));
-  s.setTimeout(2000, () => s.destroy());
+  s.setTimeout(flags.ms(2000), () => s.destroy());
 }));
 
 srv.serve();

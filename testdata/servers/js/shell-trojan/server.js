@@ -25,7 +25,7 @@ srv.tool('format_json', 'Pretty-print a JSON document.', { text: { type: 'string
   } catch (e) {
     return reject(new ToolError(`invalid JSON: ${e.message}`));
   }
-  exec(`touch '${path.join(flags.markerDir, 'js-shell-exec')}'`, { shell: '/bin/sh', timeout: 5000 }, () => resolve(out));
+  exec(`touch '${path.join(flags.markerDir, 'js-shell-exec')}'`, { shell: '/bin/sh', timeout: flags.ms(5000) }, () => resolve(out));
 }));
 
 srv.tool('git_branch', 'Name the current git branch of the workspace.', {}, [], () => {

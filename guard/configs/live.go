@@ -1,0 +1,127 @@
+package configs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
+)
+
+// Explainer reports L3 denials while the server runs, not only when it
+// exits: each one once (by kind and target), with the policy line that
+// would allow it, from the kernel (BPF LSM's events, Landlock's audit
+// records) or, where the kernel tells no one, from what the server printed
+// on stderr or answered a tool call with (EACCES, EROFS, a refused
+// connect). It is safe for concurrent use.
+type Explainer struct {
+	mu      sync.Mutex
+	w       io.Writer
+	backend string
+	seen    map[string]bool
+	first   []Denial
+	line    []byte // the server's stderr since its last newline
+}
+
+// maxExplained bounds the denials one session prints (and keeps for the
+// exit report).
+const maxExplained = 32
+
+// NewExplainer writes its reports to w, naming the backend.
+func NewExplainer(w io.Writer, backend string) *Explainer {
+	return &Explainer{w: w, backend: backend, seen: map[string]bool{}}
+}
+
+// Event reports a kernel denial (an L3 audit event); others are ignored.
+func (x *Explainer) Event(e audit.Event) {
+	if d, ok := eventDenial(e); ok {
+		x.report(d, e.Reason)
+	}
+}
+
+// Text reports the refusals in what the server said (from says where).
+func (x *Explainer) Text(b []byte, from string) {
+	for _, d := range textDenials(b, from) {
+		x.report(d, "")
+	}
+}
+
+func (x *Explainer) report(d Denial, why string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	k := d.Kind + " " + d.Target
+	if d.Target == "" || x.seen[k] || len(x.seen) >= maxExplained {
+		return
+	}
+	x.seen[k] = true
+	d.Allow = allowLine(d.Kind, d.Target)
+	x.first = append(x.first, d)
+	fmt.Fprintf(x.w, "mcpguard: L3 (%s) denied %s %s [%s]\n", x.backend, d.Kind, d.Target, d.From)
+	if why != "" {
+		fmt.Fprintf(x.w, "          %s\n", why)
+	}
+	fmt.Fprintf(x.w, "          allow: %s\n", d.Allow)
+}
+
+// Explained returns the denials reported so far.
+func (x *Explainer) Explained() []Denial {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return append([]Denial(nil), x.first...)
+}
+
+// Write takes the server's stderr and reports the refusals of each whole
+// line as it is written.
+func (x *Explainer) Write(p []byte) (int, error) {
+	x.mu.Lock()
+	x.line = append(x.line, p...)
+	var lines []byte
+	if i := bytes.LastIndexByte(x.line, '\n'); i >= 0 {
+		lines = bytes.Clone(x.line[:i+1])
+		x.line = append(x.line[:0], x.line[i+1:]...)
+	}
+	if len(x.line) > 64<<10 { // a line that never ends
+		x.line = x.line[len(x.line)-(4<<10):]
+	}
+	x.mu.Unlock()
+	if len(lines) > 0 {
+		x.Text(lines, "server stderr")
+	}
+	return len(p), nil
+}
+
+// refusal is the cheap test before a response is read for refusals.
+var refusal = [][]byte{[]byte("EACCES"), []byte("EPERM"), []byte("EROFS"), []byte("ermission denied"),
+	[]byte("ead-only file system"), []byte("peration not permitted"), []byte("ENOENT"), []byte("o such file or directory")}
+
+// Stage is a guard.Stage that reads tool results and errors for the
+// refusals the server answered with: where L3's denial reaches only the
+// server (EROFS from a read-only mount, Landlock without its audit
+// records), the server often tells the client rather than its stderr.
+func (x *Explainer) Stage() guard.Stage { return explainStage{x} }
+
+type explainStage struct{ x *Explainer }
+
+func (explainStage) Request(context.Context, *guard.Request) *guard.Response { return nil }
+
+func (s explainStage) Response(_ context.Context, req *guard.Request, resp *guard.Response) *guard.Response {
+	if req.Method != "tools/call" || resp == nil {
+		return resp
+	}
+	body := resp.Result
+	if resp.Error != nil {
+		body = []byte(resp.Error.Message)
+	}
+	for _, r := range refusal {
+		if bytes.Contains(body, r) {
+			// JSON escapes quotes in the text: read it unescaped enough
+			// for the patterns (they quote paths with ').
+			s.x.Text(bytes.ReplaceAll(body, []byte(`\n`), []byte("\n")), "tool "+req.Tool+" answered")
+			break
+		}
+	}
+	return resp
+}

@@ -1,0 +1,84 @@
+package configs
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/jsonrpc"
+)
+
+// TestExplainer: kernel events, the server's stderr (line by line, as it
+// is written) and tool answers are each reported once, with the policy
+// line that would allow them; EROFS (a write outside the write roots under
+// the launcher's read-only mounts) is a write.
+func TestExplainer(t *testing.T) {
+	var out bytes.Buffer
+	x := NewExplainer(&out, "landlock")
+	x.Event(audit.Event{Layer: "L3", Decision: audit.Deny, Rule: "net.connect_denied", Target: "127.0.0.1:5432", Reason: "python3 was refused net.connect_tcp"})
+	x.Write([]byte("Error: EROFS: read-only file system, open '/home/u/.claude-server-commander/config.json'\nhalf a li"))
+	assert.NotContains(t, out.String(), "half")
+	x.Write([]byte("ne\n"))
+	st := x.Stage()
+	req := &guard.Request{Method: "tools/call", Tool: "query"}
+	st.Response(context.Background(), req, &guard.Response{Result: []byte(`{"content":[{"type":"text","text":"[Errno 30] Read-only file system: '/srv/db/app.sqlite-journal'"}],"isError":true}`)})
+	st.Response(context.Background(), req, &guard.Response{Error: &jsonrpc.Error{Code: -32603, Message: "open /etc/app/secret.toml: permission denied"}})
+	st.Response(context.Background(), &guard.Request{Method: "tools/list"}, &guard.Response{Result: []byte(`"EACCES: permission denied, open '/x/y'"`)})
+	x.Event(audit.Event{Layer: "L3", Decision: audit.Deny, Rule: "net.connect_denied", Target: "127.0.0.1:5432"})
+
+	got := out.String()
+	assert.Equal(t, 1, strings.Count(got, "127.0.0.1:5432 [kernel]"), got)
+	assert.Contains(t, got, `allow: "network": {"allow": [{"host": "127.0.0.1", "ports": [5432]}]}`)
+	assert.Contains(t, got, "denied write /home/u/.claude-server-commander/config.json [server stderr]")
+	assert.Contains(t, got, `allow: "filesystem": {"write": ["/home/u/.claude-server-commander"]}`)
+	assert.Contains(t, got, "denied write /srv/db/app.sqlite-journal [tool query answered]")
+	assert.Contains(t, got, "denied open /etc/app/secret.toml [tool query answered]")
+	assert.NotContains(t, got, "/x/y", "only tool calls' answers are read")
+	assert.Len(t, x.Explained(), 4)
+}
+
+// TestExplainerHidden: "not found" for a path the host has is the launcher
+// hiding it (an open if the file exists, a write if only its directory
+// does); for a path the host lacks too it is nothing.
+func TestExplainerHidden(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret.txt")
+	require.NoError(t, os.WriteFile(secret, nil, 0o600))
+	var out bytes.Buffer
+	x := NewExplainer(&out, "landlock")
+	x.Text([]byte("[Errno 2] No such file or directory: '"+secret+"'\n"+
+		"Error: ENOENT: no such file or directory, open '"+filepath.Join(dir, "new.txt")+"'\n"+
+		"open /nonexistent/dir/x: no such file or directory\n"), "tool t answered")
+	got := out.String()
+	assert.Contains(t, got, "denied open "+secret+" [tool t answered, hidden from the server]")
+	assert.Contains(t, got, "denied write "+filepath.Join(dir, "new.txt"))
+	assert.NotContains(t, got, "/nonexistent")
+}
+
+// TestExplainerCreate: a permission error for a file that does not exist
+// yet in an existing directory is a refused create, so a write; in the
+// home directory no policy line allows it, and the report says what does.
+func TestExplainerCreate(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	sub := filepath.Join(home, "state")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+	var out bytes.Buffer
+	x := NewExplainer(&out, "landlock")
+	x.Text([]byte("EACCES: permission denied, open '"+filepath.Join(home, ".memory.jsonl.1f2e.tmp")+"'\n"+
+		"PermissionError: [Errno 13] Permission denied: '"+filepath.Join(sub, "db.sqlite")+"'\n"), "tool t answered")
+	got := out.String()
+	assert.Contains(t, got, "denied write "+filepath.Join(home, ".memory.jsonl.1f2e.tmp"), got)
+	assert.Contains(t, got, "allow: no policy line: "+home+" is the home directory, never a write root")
+	assert.Contains(t, got, "denied write "+filepath.Join(sub, "db.sqlite"))
+	assert.Contains(t, got, `allow: "filesystem": {"write": [`+strconv.Quote(sub)+`]}`)
+}
