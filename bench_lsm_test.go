@@ -4,10 +4,12 @@ package mcpguard_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -52,6 +54,7 @@ func BenchmarkLSM(b *testing.B) {
 	for _, o := range ops {
 		var base float64
 		b.Run(o.name+"/unguarded", func(b *testing.B) {
+			defer o.enter(b)()
 			for b.Loop() {
 				if err := o.op(); err != nil {
 					b.Fatal(err)
@@ -68,8 +71,13 @@ func BenchmarkLSM(b *testing.B) {
 type lsmOp struct {
 	name string
 	prog string // the program that checks op
-	op   func() error
+	// enter readies the calling goroutine for op before a sub-benchmark
+	// runs it; the function it returns undoes that.
+	enter func(b *testing.B) func()
+	op    func() error
 }
+
+func noEnter(*testing.B) func() { return func() {} }
 
 // lsmSession makes a session whose policy admits the operations (a
 // workspace file, a loopback listener's port, /usr/bin/true), and the
@@ -85,7 +93,10 @@ func lsmSession(b *testing.B) (*member.Helper, []lsmOp) {
 	if err := os.WriteFile(file, []byte("hello\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	port := testenv.Listener(b).Addr().(*net.TCPAddr).Port
+	// A session's net rules hold in the server's own network namespace,
+	// not in the guard's: the connect runs, guarded and unguarded, in one
+	// of the benchmark's own, as a launched server's would.
+	netns, port := privateLoopback(b)
 	p := &policy.Policy{
 		Server:     "bench",
 		Filesystem: policy.Filesystem{Write: []string{ws}},
@@ -107,28 +118,103 @@ func lsmSession(b *testing.B) (*member.Helper, []lsmOp) {
 	}
 	b.Cleanup(func() { mem.Close() })
 	return mem, []lsmOp{
-		{"open", "file_guard", func() error {
+		{"open", "file_guard", noEnter, func() error {
 			f, err := os.Open(file)
 			if err != nil {
 				return err
 			}
 			return f.Close()
 		}},
-		{"connect", "net_guard", func() error {
+		{"connect", "net_guard", netns, func() error {
 			c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
 			if err != nil {
 				return err
 			}
 			return c.Close()
 		}},
-		{"exec", "proc_guard", func() error { return exec.Command("/usr/bin/true").Run() }},
+		{"exec", "proc_guard", noEnter, func() error { return exec.Command("/usr/bin/true").Run() }},
 	}
+}
+
+// privateLoopback makes a network namespace with its loopback up and a
+// TCP listener on it, and returns a lsmOp.enter that moves the calling
+// goroutine's thread into it, and the listener's port.
+func privateLoopback(b *testing.B) (func(*testing.B) func(), int) {
+	type made struct {
+		fd   int
+		port int
+		err  error
+	}
+	c := make(chan made, 1)
+	go func() {
+		// This thread's namespace is changed for good: it ends with
+		// the goroutine (never unlocked).
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			c <- made{err: fmt.Errorf("unshare: %w", err)}
+			return
+		}
+		if err := loopbackUp(); err != nil {
+			c <- made{err: err}
+			return
+		}
+		fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			c <- made{err: err}
+			return
+		}
+		c <- made{fd: fd, port: testenv.Listener(b).Addr().(*net.TCPAddr).Port}
+	}()
+	m := <-c
+	if m.err != nil {
+		b.Skipf("no network namespace of its own: %v", m.err)
+	}
+	b.Cleanup(func() { unix.Close(m.fd) })
+	enter := func(b *testing.B) func() {
+		runtime.LockOSThread()
+		host, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.Setns(m.fd, unix.CLONE_NEWNET); err != nil {
+			b.Fatal(err)
+		}
+		return func() {
+			defer unix.Close(host)
+			if unix.Setns(host, unix.CLONE_NEWNET) == nil {
+				runtime.UnlockOSThread()
+			}
+		}
+	}
+	return enter, m.port
+}
+
+// loopbackUp sets lo up in the calling thread's network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("lo flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("lo up: %w", err)
+	}
+	return nil
 }
 
 // benchGuarded times o guarded, against unguarded batches run in
 // alternation with the guarded ones; base is the unguarded
 // sub-benchmark's time per operation.
 func benchGuarded(b *testing.B, mem *member.Helper, o lsmOp, base float64) {
+	defer o.enter(b)() // before joining: a guarded task may not setns
 	if err := mem.Join(); err != nil {
 		b.Fatal(err)
 	}

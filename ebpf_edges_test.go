@@ -551,6 +551,35 @@ func TestEdgesNetwork(t *testing.T) {
 	assert.Contains(t, log.String(), `"rule":"net.sendto_denied"`)
 }
 
+// TestEdgesNetworkJoined: the session's net rules are about the server's
+// own network namespace (its loopback, the egress filter's listeners). A
+// task of the session in the guard's namespace (joined by tgid, every
+// capability, no seccomp) reaches none of them: there, loopback is the
+// host's services.
+func TestEdgesNetworkJoined(t *testing.T) {
+	sink, sinkReached := edgeListen(t, "tcp", "127.0.0.1:0")
+	sink6, sink6Reached := edgeListen(t, "tcp6", "[::1]:0")
+	udp, udpReached := edgeListen(t, "udp", "127.0.0.1:0")
+	d := newEdgeDirs(t)
+	s, log := edgeSession(t, d.policy())                     // no network: the rules admit loopback
+	require.NoError(t, s.Prepare(exec.Command("/bin/true"))) // maps only; never run
+	res := edgeJoined(t, s,
+		[]string{"connect", "127.0.0.1", sink},
+		[]string{"connect", "::1", sink6},
+		[]string{"connect", "::ffff:127.0.0.1", sink},
+		[]string{"sendto", "127.0.0.1", udp},
+	)
+	assert.Equal(t, map[string]string{
+		"connect": "EPERM", "connect#2": "EPERM", "connect#3": "EPERM", "sendto": "EPERM",
+	}, res)
+	assert.False(t, sinkReached(), "the IPv4 sink was not reached")
+	assert.False(t, sink6Reached(), "the IPv6 sink was not reached")
+	assert.False(t, udpReached(), "the UDP sink got no datagram")
+	s.Close()
+	assert.Contains(t, log.String(), `"rule":"net.connect_denied"`)
+	assert.Contains(t, log.String(), `"rule":"net.sendto_denied"`)
+}
+
 func TestEdgesChildrenInherit(t *testing.T) {
 	d := newEdgeDirs(t)
 	s, _ := edgeSession(t, d.policy())

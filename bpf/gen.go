@@ -5,4 +5,4 @@
 // with BTF and BPF LSM, tested on Debian's 6.1).
 package bpf
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type event -type inode_key -type net_key guard guard.bpf.c
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type event -type inode_key -type net_key -type netns_val guard guard.bpf.c

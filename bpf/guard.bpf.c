@@ -130,6 +130,26 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } net_rules SEC(".maps");
 
+// Where a session's net rules hold. They name what is reachable inside the
+// server's own network namespace (its loopback, the egress filter's
+// listeners); in the namespace the guard runs in, the same addresses are
+// the host's services. outside is the guard's namespace (known before the
+// server starts), inside the server's (once it has started; 0 before). A
+// socket of a session in outside, or in any namespace but inside once that
+// is known, reaches no IP destination. Inode numbers of the namespaces.
+struct netns_val {
+	__u32 outside;
+	__u32 inside;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u64); // policy id
+	__type(value, struct netns_val);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} session_netns SEC(".maps");
+
 // Names no guarded process may write, create, rename or unlink, even
 // inside its write roots, because the user's tools run or obey what they
 // contain (persistence). Shared by all sessions, written by the
@@ -758,9 +778,22 @@ static __always_inline int net_allowed(struct net_key *k)
 	return net_lookup(&net_rules, k);
 }
 
+// in_session_netns: sock lives in the network namespace the session's net
+// rules are about (session_netns). A session without an entry has none.
+static __always_inline int in_session_netns(__u64 policy, struct socket *sock)
+{
+	struct netns_val *v = bpf_map_lookup_elem(&session_netns, &policy);
+	if (!v)
+		return 0;
+	__u32 ns = BPF_CORE_READ(sock, sk, __sk_common.skc_net.net, ns.inum);
+	if (ns == v->outside)
+		return 0;
+	return v->inside == 0 || ns == v->inside;
+}
+
 // check_addr returns 0 when the destination is allowed, -EPERM otherwise
 // (and reports it). Families other than IPv4 and IPv6 are not policed here.
-static __always_inline int check_addr(__u64 policy, __u32 kind, struct sockaddr *sa)
+static __always_inline int check_addr(__u64 policy, __u32 kind, struct socket *sock, struct sockaddr *sa)
 {
 	struct net_key k = {};
 	__builtin_memcpy(k.policy, &policy, 8);
@@ -782,7 +815,7 @@ static __always_inline int check_addr(__u64 policy, __u32 kind, struct sockaddr 
 		return 0;
 	}
 	struct net_key full = k;
-	if (net_allowed(&k))
+	if (in_session_netns(policy, sock) && net_allowed(&k))
 		return 0;
 	struct event *e = new_event(policy, kind);
 	if (e) {
@@ -806,7 +839,7 @@ int BPF_PROG(net_guard, struct socket *sock, struct sockaddr *address, int addrl
 	__u64 policy = guarded();
 	if (!policy)
 		return 0;
-	return check_addr(policy, EV_NET_CONNECT, address);
+	return check_addr(policy, EV_NET_CONNECT, sock, address);
 }
 
 // Unconnected sends (UDP sendto/sendmsg with a destination, TCP fast open)
@@ -823,7 +856,7 @@ int BPF_PROG(send_guard, struct socket *sock, struct msghdr *msg, int size)
 	__u64 policy = guarded();
 	if (!policy)
 		return 0;
-	return check_addr(policy, EV_NET_SEND, (struct sockaddr *)name);
+	return check_addr(policy, EV_NET_SEND, sock, (struct sockaddr *)name);
 }
 
 // Exec is allowed only for allow-listed inodes. Fileless exec (a memfd run

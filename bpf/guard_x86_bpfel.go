@@ -60,6 +60,12 @@ type guardNetKey struct {
 	Pad       [2]uint8
 }
 
+type guardNetnsVal struct {
+	_       structs.HostLayout
+	Outside uint32
+	Inside  uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -72,6 +78,7 @@ const (
 	guardMapNetRules          = "net_rules"
 	guardMapProtected         = "protected"
 	guardMapScratch           = "scratch"
+	guardMapSessionNetns      = "session_netns"
 	guardMapTasks             = "tasks"
 	guardProgBpfGuard         = "bpf_guard"
 	guardProgCreateGuard      = "create_guard"
@@ -171,15 +178,16 @@ type guardProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type guardMapSpecs struct {
-	Cgroups    *ebpf.MapSpec `ebpf:"cgroups"`
-	Events     *ebpf.MapSpec `ebpf:"events"`
-	ExecConfig *ebpf.MapSpec `ebpf:"exec_config"`
-	ExecRules  *ebpf.MapSpec `ebpf:"exec_rules"`
-	FsRules    *ebpf.MapSpec `ebpf:"fs_rules"`
-	NetRules   *ebpf.MapSpec `ebpf:"net_rules"`
-	Protected  *ebpf.MapSpec `ebpf:"protected"`
-	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
-	Tasks      *ebpf.MapSpec `ebpf:"tasks"`
+	Cgroups      *ebpf.MapSpec `ebpf:"cgroups"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	ExecConfig   *ebpf.MapSpec `ebpf:"exec_config"`
+	ExecRules    *ebpf.MapSpec `ebpf:"exec_rules"`
+	FsRules      *ebpf.MapSpec `ebpf:"fs_rules"`
+	NetRules     *ebpf.MapSpec `ebpf:"net_rules"`
+	Protected    *ebpf.MapSpec `ebpf:"protected"`
+	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
+	SessionNetns *ebpf.MapSpec `ebpf:"session_netns"`
+	Tasks        *ebpf.MapSpec `ebpf:"tasks"`
 }
 
 // guardVariableSpecs contains global variables before they are loaded into the kernel.
@@ -212,15 +220,16 @@ func (o *guardObjects) Close() error {
 //
 // It can be passed to loadGuardObjects or ebpf.CollectionSpec.LoadAndAssign.
 type guardMaps struct {
-	Cgroups    *ebpf.Map `ebpf:"cgroups"`
-	Events     *ebpf.Map `ebpf:"events"`
-	ExecConfig *ebpf.Map `ebpf:"exec_config"`
-	ExecRules  *ebpf.Map `ebpf:"exec_rules"`
-	FsRules    *ebpf.Map `ebpf:"fs_rules"`
-	NetRules   *ebpf.Map `ebpf:"net_rules"`
-	Protected  *ebpf.Map `ebpf:"protected"`
-	Scratch    *ebpf.Map `ebpf:"scratch"`
-	Tasks      *ebpf.Map `ebpf:"tasks"`
+	Cgroups      *ebpf.Map `ebpf:"cgroups"`
+	Events       *ebpf.Map `ebpf:"events"`
+	ExecConfig   *ebpf.Map `ebpf:"exec_config"`
+	ExecRules    *ebpf.Map `ebpf:"exec_rules"`
+	FsRules      *ebpf.Map `ebpf:"fs_rules"`
+	NetRules     *ebpf.Map `ebpf:"net_rules"`
+	Protected    *ebpf.Map `ebpf:"protected"`
+	Scratch      *ebpf.Map `ebpf:"scratch"`
+	SessionNetns *ebpf.Map `ebpf:"session_netns"`
+	Tasks        *ebpf.Map `ebpf:"tasks"`
 }
 
 func (m *guardMaps) Close() error {
@@ -233,6 +242,7 @@ func (m *guardMaps) Close() error {
 		m.NetRules,
 		m.Protected,
 		m.Scratch,
+		m.SessionNetns,
 		m.Tasks,
 	)
 }

@@ -24,6 +24,10 @@ type (
 	// NetKey is an LPM trie key: policy id, port (big endian, 0 = any)
 	// then an IPv6 address, IPv4 as ::ffff:a.b.c.d.
 	NetKey = guardNetKey
+	// NetnsVal is where one session's NetKeys hold: not in the network
+	// namespace Outside (the guard's), and in Inside only once it is
+	// known (the server's; 0 before it has started). Inode numbers.
+	NetnsVal = guardNetnsVal
 	// Event is a denial reported through a session's ring buffer.
 	Event = guardEvent
 )
@@ -147,6 +151,9 @@ type Objects struct {
 	// ExecConfig holds, per session that asks, the files its server may
 	// not write (filesystem.protect_exec_config): ExecKey -> Exec*.
 	ExecConfig *ebpf.Map
+	// SessionNetns says, per session, in which network namespace its
+	// NetRules hold: policy id -> NetnsVal.
+	SessionNetns *ebpf.Map
 
 	// Loaded is true when this call loaded and attached the programs
 	// (false when it found them already pinned).
@@ -156,7 +163,7 @@ type Objects struct {
 	eventsSpec *ebpf.MapSpec
 }
 
-var mapNames = []string{"cgroups", "tasks", "fs_rules", "exec_rules", "net_rules", "events", "protected", "exec_config"}
+var mapNames = []string{"cgroups", "tasks", "fs_rules", "exec_rules", "net_rules", "events", "protected", "exec_config", "session_netns"}
 
 func programNames(spec *ebpf.CollectionSpec) []string {
 	var names []string
@@ -221,7 +228,7 @@ func Attach(root string) (*Objects, error) {
 		}
 		o.Loaded = true
 	}
-	ptrs := []**ebpf.Map{&o.Cgroups, &o.Tasks, &o.FSRules, &o.ExecRules, &o.NetRules, &o.Events, &o.Protected, &o.ExecConfig}
+	ptrs := []**ebpf.Map{&o.Cgroups, &o.Tasks, &o.FSRules, &o.ExecRules, &o.NetRules, &o.Events, &o.Protected, &o.ExecConfig, &o.SessionNetns}
 	for i, name := range mapNames {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
 		if err != nil {
@@ -291,7 +298,7 @@ func (o *Objects) NewSessionEvents() (*ebpf.Map, error) {
 // Close closes the map handles; the programs stay attached.
 func (o *Objects) Close() error {
 	var errs []error
-	for _, m := range []*ebpf.Map{o.Cgroups, o.Tasks, o.FSRules, o.ExecRules, o.NetRules, o.Events, o.Protected, o.ExecConfig} {
+	for _, m := range []*ebpf.Map{o.Cgroups, o.Tasks, o.FSRules, o.ExecRules, o.NetRules, o.Events, o.Protected, o.ExecConfig, o.SessionNetns} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}

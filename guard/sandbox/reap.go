@@ -82,6 +82,7 @@ func Reap(objs *bpf.Objects, parent string, grace time.Duration) (int, error) {
 func forgetSession(objs *bpf.Objects, id uint64) {
 	objs.Cgroups.Delete(id)
 	objs.Events.Delete(id)
+	objs.SessionNetns.Delete(id)
 	var (
 		tgid uint32
 		pol  uint64

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -169,6 +170,16 @@ func open(root string) (*bpf.Objects, error) {
 		return nil, refused("attach programs", err)
 	}
 	return objs, nil
+}
+
+// netnsOf returns the inode number of /proc/PROC/ns/net, the network
+// namespace of that process ("self" or a pid), as the kernel's ns.inum.
+func netnsOf(proc string) (uint32, error) {
+	st, err := syscallStat("/proc/" + proc + "/ns/net")
+	if err != nil {
+		return 0, fmt.Errorf("network namespace of %s: %w", proc, err)
+	}
+	return uint32(st.Ino), nil
 }
 
 func syscallStat(path string) (syscall.Stat_t, error) {
@@ -372,6 +383,15 @@ func (s *Session) load(cmd *exec.Cmd, self string) error {
 	s.rd = rd
 	s.done = make(chan struct{})
 	go s.read()
+	// The net rules name the server's namespace's addresses; in the
+	// guard's own they would be the host's services.
+	outside, err := netnsOf("self")
+	if err != nil {
+		return err
+	}
+	if err := s.objs.SessionNetns.Put(s.id, bpf.NetnsVal{Outside: outside}); err != nil {
+		return fmt.Errorf("register network namespace: %w", err)
+	}
 	// Last: from here on, tasks in the cgroup are confined.
 	if err := s.objs.Cgroups.Put(s.id, s.id); err != nil {
 		return fmt.Errorf("register cgroup: %w", err)
@@ -445,6 +465,23 @@ func (s *Session) Started(pid int) error {
 	if err := s.objs.Tasks.Put(uint32(pid), s.id); err != nil {
 		return fmt.Errorf("track server pid: %w", err)
 	}
+	// From now on the net rules hold only in the namespace pid started in
+	// (the launcher's own). A task joined in the guard's namespace keeps
+	// none: the entry's outside is that namespace. A pid already gone
+	// leaves the entry as it was: no namespace but the guard's is
+	// excluded then, which still keeps the host's services out.
+	if inside, err := netnsOf(strconv.Itoa(pid)); err == nil {
+		var ns bpf.NetnsVal
+		if err := s.objs.SessionNetns.Lookup(s.id, &ns); err != nil {
+			return fmt.Errorf("read network namespace: %w", err)
+		}
+		if inside != ns.Outside {
+			ns.Inside = inside
+			if err := s.objs.SessionNetns.Put(s.id, ns); err != nil {
+				return fmt.Errorf("register network namespace: %w", err)
+			}
+		}
+	}
 	if s.gate == nil {
 		return nil
 	}
@@ -508,6 +545,7 @@ func (s *Session) Close() error {
 	if s.id != 0 {
 		s.objs.Cgroups.Delete(s.id)
 		s.objs.Events.Delete(s.id)
+		s.objs.SessionNetns.Delete(s.id)
 		s.forgetTasks()
 	}
 	for _, k := range s.keys {
