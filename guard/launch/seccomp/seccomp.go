@@ -56,6 +56,45 @@ type modeArg struct {
 	Flags int
 }
 
+// selfCall sets a limit, a priority or a CPU set of the process it names,
+// in argument Pid (0: the caller; for setpriority and ioprio_set, with
+// argument Which equal to Self, else Which is -1). A server may change its
+// own only: under a non-root proxy (no pid namespace) another pid is the
+// user's shell, editor or the proxy itself, whose limits it could lower
+// to nothing (prlimit64's RLIMIT_NOFILE, RLIMIT_CPU) and whose priority
+// it could drop; PRIO_PGRP and PRIO_USER reach a group or every process
+// of the user. A thread id of its own is refused as well (the filter
+// cannot tell it from another process's pid); programs treat these calls
+// as best effort.
+type selfCall struct {
+	Name       string
+	Nr         uint32
+	Pid, Which int
+	Self       uint32
+}
+
+// SelfOnlyCalls names the calls that may only name the caller (docs).
+func SelfOnlyCalls() []string {
+	var out []string
+	for _, c := range selfOnly() {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+func selfOnly() []selfCall {
+	const ioprioWhoProcess = 1
+	return []selfCall{
+		{"prlimit64", unix.SYS_PRLIMIT64, 0, -1, 0},
+		{"setpriority", unix.SYS_SETPRIORITY, 1, 0, unix.PRIO_PROCESS},
+		{"ioprio_set", unix.SYS_IOPRIO_SET, 1, 0, ioprioWhoProcess},
+		{"sched_setaffinity", unix.SYS_SCHED_SETAFFINITY, 0, -1, 0},
+		{"sched_setscheduler", unix.SYS_SCHED_SETSCHEDULER, 0, -1, 0},
+		{"sched_setparam", unix.SYS_SCHED_SETPARAM, 0, -1, 0},
+		{"sched_setattr", unix.SYS_SCHED_SETATTR, 0, -1, 0},
+	}
+}
+
 // createFlags are O_CREAT and O_TMPFILE's own bit (without O_DIRECTORY).
 const createFlags = unix.O_CREAT | (unix.O_TMPFILE &^ unix.O_DIRECTORY)
 
@@ -167,6 +206,9 @@ func Program(o Options) ([]unix.SockFilter, error) {
 	for _, m := range modeArgs() {
 		b.jeq(m.Nr, "mode-"+m.Name, "")
 	}
+	for _, c := range selfOnly() {
+		b.jeq(c.Nr, "self-"+c.Name, "")
+	}
 	b.jeq(unix.SYS_CLONE, "clone", "")
 	if o.MemfdNoExec {
 		b.jeq(unix.SYS_MEMFD_CREATE, "memfd", "")
@@ -182,6 +224,16 @@ func Program(o Options) ([]unix.SockFilter, error) {
 		}
 		b.stmt(ld, offArg0+8*uint32(m.Arg))
 		b.jset(setIDBits, "deny-perm", "allow")
+	}
+
+	for _, c := range selfOnly() {
+		b.label("self-" + c.Name)
+		if c.Which >= 0 {
+			b.stmt(ld, offArg0+8*uint32(c.Which))
+			b.jeq(c.Self, "", "deny-perm")
+		}
+		b.stmt(ld, offArg0+8*uint32(c.Pid))
+		b.jeq(0, "allow", "deny-perm")
 	}
 
 	b.label("clone")

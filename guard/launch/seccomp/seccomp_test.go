@@ -320,3 +320,45 @@ func TestSetIDModes(t *testing.T) {
 		assert.NotZero(t, ctl["c"]&os.ModeSetuid, "control: openat(O_CREAT) sets setuid")
 	}
 }
+
+// TestSelfOnly: the calls that set a limit, a priority or a CPU set are
+// refused when they name another process (here the test process, the
+// helper's parent, which the control run shows the kernel alone lets the
+// helper change), and reach the kernel when they name the caller.
+func TestSelfOnly(t *testing.T) {
+	if !seccomp.Available() {
+		t.Skip("no seccomp filter on " + runtime.GOARCH)
+	}
+	parent := strconv.Itoa(os.Getpid())
+	// The nice value this process has (the raw call returns 20 - nice),
+	// as the 32-bit int the kernel reads.
+	raw, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	require.NoError(t, err)
+	nice := strconv.FormatUint(uint64(uint32(int32(20-raw))), 10)
+	for _, tc := range []struct {
+		name        string
+		nr          uint32
+		other, self string
+		control     bool // the control run changes nothing lasting
+	}{
+		// prlimit64(pid, RLIMIT_CORE, NULL, NULL): reads nothing, sets
+		// nothing.
+		{"prlimit64", unix.SYS_PRLIMIT64, parent + ",4,0", "0,4,0", true},
+		// setpriority(PRIO_PROCESS, pid, nice): the value it has.
+		{"setpriority", unix.SYS_SETPRIORITY, "0," + parent + "," + nice, "0,0," + nice, true},
+		// PRIO_USER, 0: every process of the caller's user (no control:
+		// it would renice them all).
+		{"setpriority PRIO_USER", unix.SYS_SETPRIORITY, "2,0," + nice, "0,0," + nice, false},
+		// sched_setparam(pid, NULL): EINVAL from the kernel.
+		{"sched_setparam", unix.SYS_SCHED_SETPARAM, parent + ",0,0", "0,0,0", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, unix.EPERM, errnoOf(t, "filter", tc.nr, tc.other))
+			if tc.control {
+				assert.NotEqual(t, unix.EPERM, errnoOf(t, "none", tc.nr, tc.other), "control: the kernel alone admits it")
+			}
+			assert.NotEqual(t, unix.EPERM, errnoOf(t, "filter", tc.nr, tc.self), "the caller's own")
+		})
+	}
+	assert.ElementsMatch(t, []string{"prlimit64", "setpriority", "ioprio_set", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr"}, seccomp.SelfOnlyCalls())
+}
