@@ -107,10 +107,18 @@ type entry struct {
 	size    int64
 }
 
-// Snapshot is the watched files of the write roots at one moment.
+// Snapshot is the watched files of the write roots at one moment, and
+// their symbolic links that lead out of them.
 type Snapshot struct {
-	roots    []string
-	files    map[string]entry
+	roots []string
+	files map[string]entry
+	// links holds every symbolic link in the roots (not only at a
+	// watched name): one whose target lies outside every root is
+	// reported when it is new or retargeted, since whatever the user's
+	// tools later read or write through it (an editor, git, an archive,
+	// an agent reading the workspace) reaches the target instead, a key
+	// or a start-up file.
+	links    map[string]link
 	Complete bool // false when the walk stopped at MaxWalk
 }
 
@@ -125,7 +133,7 @@ func Take(roots []string) *Snapshot { return take(roots, MaxWalk) }
 // lives — have been read. A walk that stops is marked incomplete, and
 // Compare re-reads the files of the earlier snapshot it did not reach.
 func take(roots []string, limit int) *Snapshot {
-	s := &Snapshot{roots: roots, files: map[string]entry{}, Complete: true}
+	s := &Snapshot{roots: roots, files: map[string]entry{}, links: map[string]link{}, Complete: true}
 	seen := 0
 	for _, root := range roots {
 		queue := []string{root}
@@ -155,8 +163,15 @@ func take(roots []string, limit int) *Snapshot {
 	return s
 }
 
-// add reads p into the snapshot if it is a watched regular file.
+// add reads p into the snapshot if it is a watched regular file, or a
+// symbolic link out of the roots.
 func (s *Snapshot) add(root, p string, d fs.DirEntry) {
+	if d.Type()&fs.ModeSymlink != 0 {
+		if t, out, ok := s.leads(p); ok {
+			s.links[p] = link{t, out}
+		}
+		return
+	}
 	rel, err := filepath.Rel(root, p)
 	if err != nil || !Watched(rel) || !d.Type().IsRegular() {
 		return
@@ -164,6 +179,49 @@ func (s *Snapshot) add(root, p string, d fs.DirEntry) {
 	if e, ok := read(p); ok {
 		s.files[p] = e
 	}
+}
+
+type link struct {
+	target string
+	out    bool
+}
+
+// leads returns link p's target and whether it lies outside every root:
+// by the target's text (made absolute from p's directory), or where the
+// chain of links ends, when it resolves (a link to a link in the roots
+// that points out). ok is false when p cannot be read.
+func (s *Snapshot) leads(p string) (target string, out, ok bool) {
+	t, err := os.Readlink(p)
+	if err != nil {
+		return "", false, false
+	}
+	abs := t
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(filepath.Dir(p), abs)
+	}
+	if !s.inRoots(filepath.Clean(abs)) {
+		return t, true, true
+	}
+	if end, err := filepath.EvalSymlinks(p); err == nil && !s.inRoots(end) {
+		return t + " (resolving to " + end + ")", true, true
+	}
+	return t, false, true
+}
+
+func (s *Snapshot) inRoots(p string) bool {
+	for _, r := range s.roots {
+		if rel, err := filepath.Rel(r, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return true
+		}
+		// The roots as the kernel names them (a root below a symlinked
+		// /tmp or home).
+		if real, err := filepath.EvalSymlinks(r); err == nil && real != r {
+			if rel, err := filepath.Rel(real, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // reread reads p as it is now, for a file an incomplete walk did not
@@ -247,6 +305,17 @@ func Compare(before, after *Snapshot) []Change {
 		}
 		out = append(out, Change{Path: p, Kind: "removed", Diff: diff(p, &b, nil)})
 	}
+	for p, l := range after.links {
+		if !l.out {
+			continue
+		}
+		switch b, ok := before.links[p]; {
+		case !ok:
+			out = append(out, Change{Path: p, Kind: "created", Diff: linkNote(l.target)})
+		case b != l:
+			out = append(out, Change{Path: p, Kind: "changed", Diff: linkNote(l.target)})
+		}
+	}
 	if !before.Complete || !after.Complete {
 		// Said loudly: a watched file created past the limit is not in
 		// this report (the server may have flooded its roots for that).
@@ -255,6 +324,10 @@ func Compare(before, after *Snapshot) []Change {
 	}
 	slices.SortFunc(out, func(x, y Change) int { return strings.Compare(x.Path, y.Path) })
 	return out
+}
+
+func linkNote(target string) string {
+	return "symbolic link to " + target + ", outside the write roots: whatever reads or writes it later reaches that instead\n"
 }
 
 func diff(p string, a, b *entry) string {
@@ -299,7 +372,7 @@ func Report(w io.Writer, log *audit.Logger, server, config string, changes []Cha
 	if w == nil {
 		return
 	}
-	fmt.Fprintf(w, "mcpguard: session change report (%s): %d file(s) the user's tools run or read as configuration changed:\n", server, len(changes))
+	fmt.Fprintf(w, "mcpguard: session change report (%s): %d file(s) the user's tools run, read as configuration, or follow out of the write roots changed:\n", server, len(changes))
 	for _, c := range changes {
 		fmt.Fprintf(w, "  %s %s\n", c.Kind, c.Path)
 		for _, l := range strings.SplitAfter(strings.TrimRight(c.Diff, "\n"), "\n") {

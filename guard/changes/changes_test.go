@@ -82,6 +82,46 @@ func TestReportFlooded(t *testing.T) {
 	assert.Equal(t, map[string]string{"package.json": "changed", "zzz/Makefile": "changed", ".": "incomplete"}, kinds)
 }
 
+// TestReportLinks: a symbolic link made or retargeted during the session
+// that leads out of the write roots is reported, whatever its name and
+// however it gets there (absolute, relative, through a link of the
+// roots); links that stay inside, and one that pointed out before the
+// session and still does, are not.
+func TestReportLinks(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	secret := filepath.Join(root, "home", ".ssh", "id_rsa")
+	w := writer(t, root)
+	w("home/.ssh/id_rsa", "KEY\n")
+	w("ws/notes.txt", "x\n")
+	link := func(target, p string) {
+		p = filepath.Join(ws, p)
+		os.Remove(p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.Symlink(target, p))
+	}
+	link("/etc/hostname", "old-out")
+	link("notes.txt", "retarget")
+	link(filepath.Join(root, "home"), "homedir")
+	before := changes.Take([]string{ws})
+	link(secret, "docs/readme.md")                 // absolute, out
+	link("../../home/.ssh/id_rsa", "deep/key.txt") // relative, out
+	link("homedir/.ssh/id_rsa", "via.txt")         // through a link of the roots
+	link("notes.txt", "inside.txt")                // stays inside
+	link("../home/.bashrc", "retarget")            // was inside, now out (dangling)
+	got := changes.Compare(before, changes.Take([]string{ws}))
+	kinds := map[string]string{}
+	for _, c := range got {
+		rel, _ := filepath.Rel(ws, c.Path)
+		kinds[rel] = c.Kind
+		assert.Contains(t, c.Diff, "symbolic link to", rel)
+	}
+	assert.Equal(t, map[string]string{"docs/readme.md": "created", "deep/key.txt": "created", "via.txt": "created", "retarget": "changed"}, kinds)
+	var out strings.Builder
+	changes.Report(&out, audit.New(&strings.Builder{}), "srv", "C-full", got)
+	assert.Contains(t, out.String(), secret)
+}
+
 // writer returns a function that writes a file below ws, making its
 // directories.
 func writer(t *testing.T, ws string) func(p, s string) {
