@@ -38,13 +38,21 @@ func rawConfig(t testing.TB) *gateway.Config {
 // freed by the collector, its live heap near its baseline and a second
 // round leaving little more than the first, and its resident memory near
 // it (the runtime keeps some of what it grew; not under the race detector,
-// whose shadow memory stays).
+// whose shadow memory stays). Both on a server's own path and on the
+// aggregate /mcp, whose sessions route each call to a backend session of
+// their own.
 //
 // What is measured is waited for: for a moment after the last session
 // ends, goroutines finishing their last pass still hold some sessions (up
 // to 8 MiB of their buffers under the race detector, gone 250 ms later); a
 // leak never settles, and fails after the wait.
 func TestLoad100Sessions(t *testing.T) {
+	for _, path := range []string{"/servers/raw/mcp", "/mcp"} {
+		t.Run("path="+path, func(t *testing.T) { load100(t, path) })
+	}
+}
+
+func load100(t *testing.T, path string) {
 	const sessions = 100
 	cfg := rawConfig(t)
 	cfg.Limits.MaxSessions = sessions
@@ -53,7 +61,7 @@ func TestLoad100Sessions(t *testing.T) {
 	gateway.CountSessions(g, &made, &freed)
 	srv := serveGateway(t, g)
 	base := footprint()
-	url := srv.URL + "/servers/raw/mcp"
+	url := srv.URL + path
 	var after [2]usage
 	// The first round may grow the live heap by what the process sets up
 	// once (schemas, regular expressions, net/http's state); a later one
@@ -132,7 +140,7 @@ func loadRound(t *testing.T, g *gateway.Gateway, url string, sessions int) {
 						}
 					}
 					if responses != 1 {
-						errs <- fmt.Errorf("%s: %d responses on its stream", tag, responses)
+						errs <- fmt.Errorf("%s: %d responses on its stream: %.300q", tag, responses, msgs)
 					}
 					answered.Add(int64(responses))
 				})

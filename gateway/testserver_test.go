@@ -84,7 +84,7 @@ func requests(handle func(line []byte, id json.RawMessage, method string, out *b
 // rawServer answers line by line on one goroutine, so the order in which
 // it writes messages is fixed: for tools/call of any tool but echo it writes
 // a log notification, a progress notification for the request's token, then
-// the response; echo answers "done <text>" alone.
+// the response; echo answers "done <text>" alone. tools/list lists echo.
 func rawServer() int {
 	return requests(func(line []byte, id json.RawMessage, method string, out *bufio.Writer) {
 		var m struct {
@@ -102,6 +102,8 @@ func rawServer() int {
 		switch method {
 		case "initialize":
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}}`+"\n", id)
+		case "tools/list":
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}}}]}}`+"\n", id)
 		case "tools/call":
 			text, _ := json.Marshal("done " + m.Params.Arguments.Text)
 			if m.Params.Name != "echo" {
