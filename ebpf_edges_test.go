@@ -107,6 +107,14 @@ func edgeStep(s []string) error {
 		return os.Link(arg(1), arg(2))
 	case "exec":
 		return exec.Command(arg(1), s[2:]...).Run()
+	case "git":
+		// git HOME DIR ARGS...: git as the tests run it (testenv.GitArgs)
+		cmd := exec.Command(arg(1), append(append(append([]string{}, testenv.GitArgs...), "-C", arg(3)), s[4:]...)...)
+		cmd.Env = testenv.GitEnv(arg(2))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
 	case "connect":
 		return edgeSocket(unix.SOCK_STREAM, arg(1), arg(2), false)
 	case "sendto":
@@ -1151,6 +1159,7 @@ func TestEdgesProtectedNameRoutes(t *testing.T) {
 			d := newEdgeDirs(t)
 			cases, err := attack.NameCases(d.ws)
 			require.NoError(t, err)
+			cases = append(cases, attack.GitModelCases(d.ws)...)
 			var steps [][]string
 			for _, st := range attack.NameSteps(cases) {
 				name, arg, _ := strings.Cut(st, ":")
@@ -1170,6 +1179,49 @@ func TestEdgesProtectedNameRoutes(t *testing.T) {
 			}
 			s.Close()
 			assert.Contains(t, log.String(), `"rule":"file.protected_denied"`)
+		})
+	}
+}
+
+// TestEdgesGitWork: below a .git only git's own data is writable (the
+// git model, launch.GitData), and that is all git's ordinary work needs:
+// add, commit, fetch, stash, gc and commit-graph run in a repository of
+// the write root, from a launched server and from a joined task (the
+// hooks alone), and their results are there afterwards.
+func TestEdgesGitWork(t *testing.T) {
+	gitPath := testenv.GitPath(t)
+	for _, mode := range []string{"launched", "joined"} {
+		t.Run(mode, func(t *testing.T) {
+			d := newEdgeDirs(t)
+			repo, remote := filepath.Join(d.ws, "repo"), filepath.Join(d.ws, "remote")
+			testenv.GitRepos(t, d.ws, repo, remote)
+			require.NoError(t, os.WriteFile(filepath.Join(repo, "b.txt"), []byte("two\n"), 0o666))
+			require.NoError(t, exec.Command("chmod", "-R", "a+rwX", d.ws).Run())
+			p := d.policy()
+			// a local fetch runs git-upload-pack through the shell
+			p.Exec.Allow = []string{gitPath, "/usr/lib/git-core", "/bin/sh", "/usr/bin/dash"}
+			s, _ := edgeSession(t, p)
+			g := func(args ...string) []string { return append([]string{"git", gitPath, d.ws, repo}, args...) }
+			steps := [][]string{
+				g("add", "b.txt"), g("commit", "-qm", "two"), g("fetch", "-q", remote, "main"),
+				{"write", filepath.Join(repo, "a.txt")}, g("stash", "-q"), g("stash", "pop", "-q"),
+				g("gc", "-q"), g("commit-graph", "write", "--reachable"),
+			}
+			var res map[string]string
+			if mode == "launched" {
+				res = edgeRun(t, s, steps...)
+			} else {
+				require.NoError(t, s.Prepare(exec.Command("/bin/true"))) // maps only; never run
+				res = edgeJoined(t, s, steps...)
+			}
+			for k, v := range res {
+				assert.Equal(t, "ok", v, k)
+			}
+			assert.Len(t, res, len(steps))
+			assert.Equal(t, "2\n", testenv.Git(t, d.ws, repo, "rev-list", "--count", "HEAD"))
+			assert.FileExists(t, filepath.Join(repo, ".git", "FETCH_HEAD"))
+			assert.FileExists(t, filepath.Join(repo, ".git", "objects", "info", "commit-graph"))
+			assert.Contains(t, testenv.Git(t, d.ws, repo, "status", "--short"), "M a.txt")
 		})
 	}
 }

@@ -157,17 +157,25 @@ struct {
 //   {name, ""}     PROT_NAME: the name anywhere (.envrc, .git, .mcp.json);
 //   {dir, ""}      PROT_TREE: the name, and everything below a directory of
 //                  that name at any depth (.vscode, .claude);
-//   {name, ".git"} PROT_GIT: the name, or anything below a directory of
-//                  that name, below a directory named .git (config, hooks,
-//                  commondir); *.sample files excepted (git never runs
-//                  them, git init writes them);
 //   {name, ""}     PROT_OUTSIDE_GIT: the name anywhere but below a .git
 //                  (HEAD: a directory with HEAD, objects and refs is a
-//                  bare repository whose config git obeys).
+//                  bare repository whose config git obeys);
+//   {name, parent} GIT_RULE + kind: below a .git the model is the other
+//                  way round: everything is protected but git's own data
+//                  (launch.GitData: refs, objects, the index, HEAD, ...),
+//                  looked up by an entry's name and its parent's name
+//                  (".git" at the first level), at most GIT_DEPTH levels
+//                  down; kind is launch.GitKind. Names ending in ".lock"
+//                  are data anywhere below a .git.
 #define PROT_NAME 1
 #define PROT_TREE 3
-#define PROT_GIT 4
 #define PROT_OUTSIDE_GIT 5
+#define GIT_RULE 16
+#define GIT_DATA 1         // the entry and everything below it
+#define GIT_FIXED_OPEN 2   // not the entry; everything below it not listed
+#define GIT_FIXED_CLOSED 3 // not the entry; below it only what is listed
+#define GIT_FAMILY 4       // first level: every name with this prefix up to its last dot
+#define GIT_DEPTH 3
 #define PROT_DEPTH 64 // ancestors looked at by name (deeper: refused)
 
 struct name_key {
@@ -177,7 +185,7 @@ struct name_key {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
+	__uint(max_entries, 256);
 	__type(key, struct name_key);
 	__type(value, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -489,15 +497,33 @@ static __always_inline void report_path(__u64 policy, __u32 kind, __u32 need, st
 	send_event(e);
 }
 
+// The entry's path below its nearest .git as far as the git model looks,
+// for is_protected: chain is [part 2, part 1, part 0, ".git"], part 0
+// being the name just below the .git; each part followed by its parent's
+// name is the {name, dir} key it is looked up by. Per CPU, not on the
+// stack: the hooks' frames and is_protected's leave too little of it.
+struct git_path {
+	char chain[4][32];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct git_path);
+} git_scratch SEC(".maps");
+
 struct prot_ctx {
 	__u64 policy;  // for exec_config (0: not looked at)
 	int exec_tree; // an ancestor is an EXEC_TREE directory
 	int exec_skip; // an ancestor is an EXEC_SKIP directory
 	struct dentry *d;
-	int git_inner; // the entry or an ancestor below the nearest .git is a PROT_GIT name
 	int in_git;    // an ancestor is named .git
+	int below;     // names below the nearest .git, the entry's included
 	int tree;      // an ancestor is a PROT_TREE directory
 	int done;      // the walk reached the file system's root
+	int gkind;     // git_step: the kind of the part before
+	int gverdict;  // git_step: 0 none yet, 1 protected, 2 git data
 };
 
 // prot_step looks at one ancestor's name, walking up by d_parent (names
@@ -526,34 +552,110 @@ static long prot_step(__u64 idx, struct prot_ctx *c)
 		if (x && *x == EXEC_SKIP)
 			c->exec_skip = 1;
 	}
-	if (k.name[0] == '.' && k.name[1] == 'g' && k.name[2] == 'i' && k.name[3] == 't' && k.name[4] == 0) {
-		if (c->git_inner && !c->in_git)
-			c->in_git = 2; // a git name below this .git: protected
-		else
-			c->in_git = c->in_git ? c->in_git : 1;
-	} else if (!c->in_git) {
-		__builtin_memcpy(k.dir, ".git", 5);
-		v = bpf_map_lookup_elem(&protected, &k);
-		if (v && *v == PROT_GIT)
-			c->git_inner = 1;
+	if (!c->in_git) {
+		if (k.name[0] == '.' && k.name[1] == 'g' && k.name[2] == 'i' && k.name[3] == 't' && k.name[4] == 0) {
+			c->in_git = 1;
+		} else {
+			__u32 zero = 0;
+			struct git_path *gp = bpf_map_lookup_elem(&git_scratch, &zero);
+			if (!gp) {
+				c->tree = 1; // refused: cannot happen
+				return 1;
+			}
+			// By helper, not inline copies: those take registers
+			// the verifier's 512-byte stack pays for in spills.
+			bpf_probe_read_kernel(gp->chain[0], 32, gp->chain[1]);
+			bpf_probe_read_kernel(gp->chain[1], 32, gp->chain[2]);
+			bpf_probe_read_kernel(gp->chain[2], 32, k.name);
+			c->below++;
+		}
 	}
 	c->d = up;
 	return 0;
 }
 
-// is_sample says whether a name ends in ".sample" (n counts the NUL).
-static __always_inline int is_sample(const char *name, long n)
+// git_family says whether name (a first-level name below a .git) belongs
+// to a GIT_FAMILY entry: its part up to and including its last dot.
+static __always_inline int git_family(const char *name)
 {
-	if (n < 8 || n > 32)
-		return 0;
-	long i = (n - 8) & 31;
-	return i <= 24 && name[i] == '.' && name[i + 1] == 's' && name[i + 2] == 'a' &&
-	       name[i + 3] == 'm' && name[i + 4] == 'p' && name[i + 5] == 'l' && name[i + 6] == 'e';
+	int dot = -1, end = 0;
+	for (int i = 1; i < 31; i++) {
+		if (name[i] == 0) {
+			end = 1;
+			break;
+		}
+		if (name[i] == '.')
+			dot = i;
+	}
+	if (dot < 1 || !end)
+		return 0; // 31 bytes or more: no family (launch.GitFamilyKey)
+	struct name_key fk = {};
+	__builtin_memcpy(fk.dir, ".git", 5);
+	for (int i = 0; i < 31; i++)
+		fk.name[i] = i <= dot ? name[i] : 0;
+	__u32 *v = bpf_map_lookup_elem(&protected, &fk);
+	return v && *v == GIT_RULE + GIT_FAMILY;
+}
+
+// git_step judges part idx of the entry's path below its .git (0: the
+// name just below it) by the git model: launch's gitEntryProtected, step
+// for step.
+static long git_step(__u64 idx, struct prot_ctx *c)
+{
+	__u32 zero = 0;
+	struct git_path *gp = bpf_map_lookup_elem(&git_scratch, &zero);
+	if (!gp) {
+		c->gverdict = 1;
+		return 1;
+	}
+	// The part and its parent's name after it: a name_key.
+	void *key = gp->chain[2];
+	if (idx == 1)
+		key = gp->chain[1];
+	else if (idx >= 2)
+		key = gp->chain[0];
+	__u32 *v = bpf_map_lookup_elem(&protected, key);
+	__u32 kind = v && *v > GIT_RULE ? *v - GIT_RULE : 0;
+	if (!kind) {
+		if (idx == 0 && git_family(gp->chain[2])) {
+			c->gverdict = 2;
+			return 1;
+		}
+		c->gverdict = (idx == 0 || c->gkind != GIT_FIXED_OPEN) ? 1 : 2;
+		return 1;
+	}
+	if (kind == GIT_DATA || kind == GIT_FAMILY) {
+		c->gverdict = 2;
+		return 1;
+	}
+	c->gkind = kind;
+	return 0;
+}
+
+// git_protected applies the git model to the entry whose path below its
+// nearest .git prot_step recorded (git_scratch, c->below); leaf is the
+// entry's own name, n its length with the NUL.
+static __always_inline int git_protected(struct prot_ctx *c, const char *leaf, long n)
+{
+	// index.lock, refs/heads/main.lock, config.lock: data
+	if (n > 6 && n <= 31) {
+		long i = (n - 6) & 31;
+		if (i <= 26 && leaf[i] == '.' && leaf[i + 1] == 'l' && leaf[i + 2] == 'o' &&
+		    leaf[i + 3] == 'c' && leaf[i + 4] == 'k')
+			return 0;
+	}
+	int steps = c->below < GIT_DEPTH ? c->below : GIT_DEPTH;
+	bpf_loop(steps, git_step, c, 0);
+	if (c->gverdict)
+		return c->gverdict == 1;
+	// The walk ended on a fixed directory: the entry is that directory
+	// itself, or lies below the levels the model lists.
+	return c->below <= GIT_DEPTH || c->gkind != GIT_FIXED_OPEN;
 }
 
 // exec_named says whether the session's exec_config names the entry
 // itself: by name, or by the suffix from its last dot.
-static __always_inline int exec_named(__u64 policy, const char *name)
+static __noinline int exec_named(__u64 policy, const char *name)
 {
 	struct exec_key ek = {.policy = policy};
 	__builtin_memcpy(ek.name, name, sizeof(ek.name));
@@ -592,19 +694,22 @@ static __noinline int is_protected(__u64 policy, struct dentry *d)
 	if (v && (*v == PROT_NAME || *v == PROT_TREE))
 		return 1; // a tree's own name too: a directory renamed into place
 	int outside_git = v && *v == PROT_OUTSIDE_GIT;
-	struct prot_ctx c = {.d = d, .policy = policy};
-	__builtin_memcpy(k.dir, ".git", 5);
-	v = bpf_map_lookup_elem(&protected, &k);
-	if (v && *v == PROT_GIT)
-		c.git_inner = 1;
+	__u32 zero = 0;
+	struct git_path *gp = bpf_map_lookup_elem(&git_scratch, &zero);
+	if (!gp)
+		return 1;
+	__builtin_memset(gp, 0, sizeof(*gp));
+	bpf_probe_read_kernel(gp->chain[2], 32, k.name);
+	__builtin_memcpy(gp->chain[3], ".git", 5);
+	struct prot_ctx c = {.d = d, .policy = policy, .below = 1};
 	bpf_loop(PROT_DEPTH, prot_step, &c, 0);
 	if (c.tree || !c.done)
 		return 1; // deeper than PROT_DEPTH: refused, as file_guard does
-	if (c.in_git == 2 && !is_sample(k.name, n))
+	if (c.in_git)
+		return git_protected(&c, k.name, n);
+	if (outside_git)
 		return 1;
-	if (outside_git && !c.in_git)
-		return 1;
-	if (policy && !c.exec_skip && !c.in_git && (c.exec_tree || exec_named(policy, k.name)))
+	if (policy && !c.exec_skip && (c.exec_tree || exec_named(policy, k.name)))
 		return 1;
 	return 0;
 }

@@ -37,6 +37,11 @@ type guardExecKey struct {
 	Name   [32]int8
 }
 
+type guardGitPath struct {
+	_     structs.HostLayout
+	Chain [4][32]int8
+}
+
 type guardInodeKey struct {
 	_      structs.HostLayout
 	Policy uint64
@@ -75,6 +80,7 @@ const (
 	guardMapExecConfig        = "exec_config"
 	guardMapExecRules         = "exec_rules"
 	guardMapFsRules           = "fs_rules"
+	guardMapGitScratch        = "git_scratch"
 	guardMapNetRules          = "net_rules"
 	guardMapProtected         = "protected"
 	guardMapScratch           = "scratch"
@@ -183,6 +189,7 @@ type guardMapSpecs struct {
 	ExecConfig   *ebpf.MapSpec `ebpf:"exec_config"`
 	ExecRules    *ebpf.MapSpec `ebpf:"exec_rules"`
 	FsRules      *ebpf.MapSpec `ebpf:"fs_rules"`
+	GitScratch   *ebpf.MapSpec `ebpf:"git_scratch"`
 	NetRules     *ebpf.MapSpec `ebpf:"net_rules"`
 	Protected    *ebpf.MapSpec `ebpf:"protected"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
@@ -225,6 +232,7 @@ type guardMaps struct {
 	ExecConfig   *ebpf.Map `ebpf:"exec_config"`
 	ExecRules    *ebpf.Map `ebpf:"exec_rules"`
 	FsRules      *ebpf.Map `ebpf:"fs_rules"`
+	GitScratch   *ebpf.Map `ebpf:"git_scratch"`
 	NetRules     *ebpf.Map `ebpf:"net_rules"`
 	Protected    *ebpf.Map `ebpf:"protected"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
@@ -239,6 +247,7 @@ func (m *guardMaps) Close() error {
 		m.ExecConfig,
 		m.ExecRules,
 		m.FsRules,
+		m.GitScratch,
 		m.NetRules,
 		m.Protected,
 		m.Scratch,

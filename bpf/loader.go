@@ -62,8 +62,11 @@ const (
 const (
 	ProtName       uint32 = 1 // {name, ""}: the name itself, in any directory
 	ProtTree       uint32 = 3 // {dir, ""}: everything below a directory of that name
-	ProtGit        uint32 = 4 // {name, ".git"}: the name, and what is below it, below a .git
 	ProtOutsideGit uint32 = 5 // {name, ""}: the name anywhere but below a .git
+	// GitRule + launch.GitKind: {name, parent}, an entry of git's own
+	// data below a .git (parent ".git" at the first level); everything
+	// else below a .git is protected.
+	GitRule uint32 = 16
 )
 
 // Values of the exec_config map, as in guard.bpf.c.
@@ -147,7 +150,7 @@ type Objects struct {
 	ExecRules *ebpf.Map // InodeKey -> 1
 	NetRules  *ebpf.Map // NetKey -> 1 (LPM trie)
 	Events    *ebpf.Map // policy id -> that session's ring buffer
-	Protected *ebpf.Map // NameKey -> ProtName | ProtTree | ProtGit | ProtOutsideGit (all sessions)
+	Protected *ebpf.Map // NameKey -> ProtName | ProtTree | ProtOutsideGit | GitRule+kind (all sessions)
 	// ExecConfig holds, per session that asks, the files its server may
 	// not write (filesystem.protect_exec_config): ExecKey -> Exec*.
 	ExecConfig *ebpf.Map

@@ -39,14 +39,6 @@ var (
 	// holding HEAD, objects and refs is a bare repository, whose config
 	// git obeys in any directory below it.
 	OutsideGitNames = []string{"HEAD"}
-	// GitNames are what the BPF programs protect by name below a
-	// directory named .git (and everything below them; *.sample files
-	// excepted): the older deny-list, until the programs look up the
-	// allow-list below (GitData) as IsProtected does. L2 and the Landlock
-	// side use the allow-list; on BPF the launcher's read-only binds of
-	// every protected entry of an existing .git (Protect) cover the rest
-	// of what existed when the session started.
-	GitNames = []string{"config", "config.worktree", "hooks", "commondir", "gitdir"}
 )
 
 // Inside a directory named .git the model is the other way round. Git
@@ -178,15 +170,20 @@ func GitRules() ([]GitRule, error) {
 	return out, nil
 }
 
-// gitRules is GitRules as a look-up table; GitData is fixed at build time
-// and TestGitRules holds it to GitRules' checks.
-var gitRules = sync.OnceValue(func() map[[2]string]GitKind {
+// MustGitRules is GitRules for a list fixed at build time, which
+// TestGitRules holds to GitRules' checks.
+var MustGitRules = sync.OnceValue(func() []GitRule {
 	rules, err := GitRules()
 	if err != nil {
 		panic(err) // a build-time list: TestGitRules fails first
 	}
+	return rules
+})
+
+// gitRules is GitRules as a look-up table.
+var gitRules = sync.OnceValue(func() map[[2]string]GitKind {
 	m := map[[2]string]GitKind{}
-	for _, r := range rules {
+	for _, r := range MustGitRules() {
 		m[[2]string{r.Name, r.Parent}] = r.Kind
 	}
 	return m
@@ -237,7 +234,7 @@ func gitEntryProtected(parts []string) bool {
 // separated, cleaned), is a protected entry or inside one, by the rules
 // above. The BPF programs decide from dentry names (bpf/guard.bpf.c,
 // is_protected) with the protected map guard/sandbox compiles from these
-// lists, below a .git by GitNames only (see there).
+// lists and GitRules, by the same steps.
 func IsProtected(rel string) bool {
 	rel = filepath.ToSlash(filepath.Clean(rel))
 	if rel == "." || rel == "/" {

@@ -75,8 +75,8 @@ func Protected() map[bpf.NameKey]uint32 {
 	for _, n := range launch.ProtectedTrees {
 		m[bpf.MakeNameKey(n, "")] = bpf.ProtTree
 	}
-	for _, n := range launch.GitNames {
-		m[bpf.MakeNameKey(n, ".git")] = bpf.ProtGit
+	for _, r := range launch.MustGitRules() {
+		m[bpf.MakeNameKey(r.Name, r.Parent)] = bpf.GitRule + uint32(r.Kind)
 	}
 	for _, n := range launch.OutsideGitNames {
 		m[bpf.MakeNameKey(n, "")] = bpf.ProtOutsideGit

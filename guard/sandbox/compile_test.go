@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcpguard/mcpguard/bpf"
+	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
 	"github.com/mcpguard/mcpguard/internal/testenv"
@@ -204,10 +205,14 @@ func TestHasLSM(t *testing.T) {
 func TestProtected(t *testing.T) {
 	p := Protected()
 	assert.Equal(t, bpf.ProtName, p[bpf.MakeNameKey(".envrc", "")])
-	assert.Equal(t, bpf.ProtGit, p[bpf.MakeNameKey("hooks", ".git")])
+	_, listed := p[bpf.MakeNameKey("hooks", ".git")]
+	assert.False(t, listed, "below a .git only git's data is listed; hooks is protected as everything else")
+	assert.Equal(t, bpf.GitRule+uint32(launch.GitDataEntry), p[bpf.MakeNameKey("refs", ".git")])
+	assert.Equal(t, bpf.GitRule+uint32(launch.GitFixedClosed), p[bpf.MakeNameKey("info", "objects")])
+	assert.Equal(t, bpf.GitRule+uint32(launch.GitFamily), p[bpf.MakeNameKey("index.stash.", ".git")])
 	assert.Equal(t, bpf.ProtTree, p[bpf.MakeNameKey(".vscode", "")])
 	assert.Equal(t, bpf.ProtOutsideGit, p[bpf.MakeNameKey("HEAD", "")])
-	assert.LessOrEqual(t, len(p), 64, "the protected map holds 64 entries")
+	assert.LessOrEqual(t, len(p), 256, "the protected map holds 256 entries (guard.bpf.c)")
 	k := bpf.MakeNameKey(".bashrc", "")
 	assert.Equal(t, int8('.'), k.Name[0])
 	assert.Equal(t, int8(0), k.Name[7], "zero padded, as the kernel's bpf_probe_read_kernel_str leaves it")

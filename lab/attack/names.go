@@ -179,9 +179,8 @@ func NameCases(ws string) ([]NameCase, error) {
 // GitModelCases are, in the repository NameCases lays out in ws, entries
 // below its .git that no deny-list names (only git's data is writable
 // there): objects/info/alternates (also by a directory renamed into place
-// as objects/info), info/attributes, a new name. The Landlock side and L2
-// refuse them by the allow-list; the BPF programs do not yet (guard/launch
-// GitNames).
+// as objects/info), info/attributes, a new name. Every backend refuses
+// them by the allow-list (guard/launch GitData).
 func GitModelCases(ws string) []NameCase {
 	j := func(p string) string { return filepath.Join(ws, p) }
 	return []NameCase{
