@@ -173,7 +173,8 @@ func open(root string) (*bpf.Objects, error) {
 }
 
 // netnsOf returns the inode number of /proc/PROC/ns/net, the network
-// namespace of that process ("self" or a pid), as the kernel's ns.inum.
+// namespace of that process ("thread-self" or a pid: its main thread),
+// as the kernel's ns.inum.
 func netnsOf(proc string) (uint32, error) {
 	st, err := syscallStat("/proc/" + proc + "/ns/net")
 	if err != nil {
@@ -384,8 +385,12 @@ func (s *Session) load(cmd *exec.Cmd, self string) error {
 	s.done = make(chan struct{})
 	go s.read()
 	// The net rules name the server's namespace's addresses; in the
-	// guard's own they would be the host's services.
-	outside, err := netnsOf("self")
+	// guard's own they would be the host's services. The calling
+	// thread's, not /proc/self's: that is the main thread's, which the
+	// egress filter's locked thread may be, joined to an earlier
+	// server's namespace for good (a goroutine on any other thread is
+	// in the guard's).
+	outside, err := netnsOf("thread-self")
 	if err != nil {
 		return err
 	}
