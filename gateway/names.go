@@ -42,8 +42,18 @@ func (k *kind) prefixed(server, name string) string {
 
 // confusable is the key under which two names collide: the same letters
 // to a reader, whatever their case, their Unicode form or the homoglyphs
-// they are written with (guard/validate's skeleton).
-func confusable(name string) string { return strings.ToLower(validate.Skeleton(name)) }
+// they are written with (guard/validate's skeleton), ASCII's own
+// lookalikes included (read_fiIe, read_fi1e, forrnat: Unicode's
+// confusables map I, 1 and | to l, 0 to o, rn to m, vv to w), folded
+// before the case is (the skeleton folds it too), which would make I an i.
+func confusable(name string) string {
+	return asciiPairs.Replace(strings.ToLower(validate.Skeleton(asciiLookalikes.Replace(name))))
+}
+
+var (
+	asciiLookalikes = strings.NewReplacer("I", "l", "1", "l", "|", "l", "0", "o")
+	asciiPairs      = strings.NewReplacer("rn", "m", "vv", "w")
+)
 
 // target is where a name the client sees goes: a server and the server's
 // own name for it.

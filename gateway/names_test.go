@@ -38,7 +38,8 @@ func callOn(c *client.Client, tool string) string {
 }
 
 // The aggregate's names: a name only one server lists stays as it is;
-// names that collide, equal or confusable (case, Unicode homoglyphs), are
+// names that collide, equal or confusable (case, Unicode and ASCII
+// homoglyphs), are
 // prefixed with their server's name; a name that still collides after
 // that is left out. A call goes only to the server that listed the name
 // it uses: never to another, whatever the name looks like.
@@ -49,7 +50,8 @@ func TestAggregateNames(t *testing.T) {
 		"x":  {"_y", cyrillicA, "shared"},
 		"a":  {"b__only", "solo"},
 		"b":  {"only"},
-		"c":  {"only"},
+		"c":  {"only", "read_file", "format"},
+		"d":  {"read_fiIe", "forrnat"}, // ASCII lookalikes: capital I for l, rn for m
 	})
 	_, srv := startGateway(t, cfg)
 	c := connect(t, srv.URL+"/mcp", nil)
@@ -60,14 +62,16 @@ func TestAggregateNames(t *testing.T) {
 		"x___read", "x__" + cyrillicA, // confusable: prefixed
 		"x___Shared", "x__shared", // equal but for case: prefixed
 		"solo",
-		"c__only", // b's and c's only collide; b__only then collides with a's own b__only: both left out
+		"c__only",                                                 // b's and c's only collide; b__only then collides with a's own b__only: both left out
+		"c__read_file", "d__read_fiIe", "c__format", "d__forrnat", // ASCII lookalikes: prefixed
 	}
 	assert.ElementsMatch(t, want, names)
 	for tool, server := range map[string]string{"y": "x_/y", "_y": "x/_y", "x___read": "x_/read", "x__" + cyrillicA: "x/" + cyrillicA,
-		"x___Shared": "x_/Shared", "x__shared": "x/shared", "solo": "a/solo", "c__only": "c/only"} {
+		"x___Shared": "x_/Shared", "x__shared": "x/shared", "solo": "a/solo", "c__only": "c/only",
+		"c__read_file": "c/read_file", "d__read_fiIe": "d/read_fiIe", "c__format": "c/format", "d__forrnat": "d/forrnat"} {
 		assert.Equal(t, server, callOn(c, tool), "tool %q", tool)
 	}
-	for _, tool := range []string{"read", cyrillicA, "b__only", "only", "x___y", "shared", "x__read"} {
+	for _, tool := range []string{"read", cyrillicA, "b__only", "only", "x___y", "shared", "x__read", "read_file", "read_fiIe"} {
 		assert.Contains(t, callOn(c, tool), "error", "%q names no tool, or an ambiguous one: refused", tool)
 	}
 }

@@ -384,6 +384,19 @@ func (s *Session) load(cmd *exec.Cmd, self string) error {
 	s.rd = rd
 	s.done = make(chan struct{})
 	go s.read()
+	if err := s.registerOutside(); err != nil {
+		return err
+	}
+	// Last: from here on, tasks in the cgroup are confined.
+	if err := s.objs.Cgroups.Put(s.id, s.id); err != nil {
+		return fmt.Errorf("register cgroup: %w", err)
+	}
+	return nil
+}
+
+// registerOutside writes the session's session_netns entry with the
+// guard's own namespace as outside.
+func (s *Session) registerOutside() error {
 	// The net rules name the server's namespace's addresses; in the
 	// guard's own they would be the host's services. The calling
 	// thread's, not /proc/self's: that is the main thread's, which the
@@ -396,10 +409,6 @@ func (s *Session) load(cmd *exec.Cmd, self string) error {
 	}
 	if err := s.objs.SessionNetns.Put(s.id, bpf.NetnsVal{Outside: outside}); err != nil {
 		return fmt.Errorf("register network namespace: %w", err)
-	}
-	// Last: from here on, tasks in the cgroup are confined.
-	if err := s.objs.Cgroups.Put(s.id, s.id); err != nil {
-		return fmt.Errorf("register cgroup: %w", err)
 	}
 	return nil
 }
