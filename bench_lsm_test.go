@@ -24,6 +24,7 @@ import (
 	"github.com/mcpguard/mcpguard/bpf/member"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/sandbox"
+	"github.com/mcpguard/mcpguard/internal/pid1"
 	"github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -154,7 +155,7 @@ func privateLoopback(b *testing.B) (func(*testing.B) func(), int) {
 			c <- made{err: fmt.Errorf("unshare: %w", err)}
 			return
 		}
-		if err := loopbackUp(); err != nil {
+		if err := pid1.LoopbackUp(); err != nil {
 			c <- made{err: err}
 			return
 		}
@@ -187,27 +188,6 @@ func privateLoopback(b *testing.B) (func(*testing.B) func(), int) {
 		}
 	}
 	return enter, m.port
-}
-
-// loopbackUp sets lo up in the calling thread's network namespace.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("lo flags: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("lo up: %w", err)
-	}
-	return nil
 }
 
 // benchGuarded times o guarded, against unguarded batches run in
