@@ -18,8 +18,10 @@ import (
 // guestModules are the modules the init needs, beyond what Debian's kernel
 // has built in: virtio-pci, 9p over virtio for the host's root, the
 // virtio-serial ports for the command's I/O, and overlay for writable
-// copies of host directories. Their dependencies come along.
-var guestModules = []string{"virtio_pci", "9pnet_virtio", "9p", "virtio_console", "overlay"}
+// copies of host directories, and fuse for the supervised write roots
+// (guard/namefs) of the Landlock backend and policy init. Their
+// dependencies come along.
+var guestModules = []string{"virtio_pci", "9pnet_virtio", "9p", "virtio_console", "overlay", "fuse"}
 
 // module is one kernel module file.
 type module struct {

@@ -219,7 +219,7 @@ func TestInitramfsCache(t *testing.T) {
 	cache := t.TempDir()
 	mods := fakeModules(t, map[string]string{
 		"virtio_pci": "", "9pnet_virtio": "9pnet", "9pnet": "", "9p": "9pnet",
-		"virtio_console": "", "overlay": "",
+		"virtio_console": "", "overlay": "", "fuse": "",
 	})
 	init := filepath.Join(t.TempDir(), "vminit")
 	require.NoError(t, os.WriteFile(init, []byte("init v1"), 0o755))
