@@ -21,9 +21,10 @@ type backend struct {
 	pid     atomic.Int64 // the server's, once it runs
 	ident   *identity    // who the layers' audit events name
 
-	mu      sync.Mutex
-	deliver func(line []byte) // nil until attached
-	backlog [][]byte          // what came before
+	mu       sync.Mutex
+	deliver  func(line []byte) // nil until attached
+	backlog  [][]byte          // what came before
+	backlogN int               // its bytes
 
 	done    chan struct{} // closed once Serve returned and its output was delivered
 	err     error         // what Serve returned; read after done
@@ -75,7 +76,7 @@ func (b *backend) attach(deliver func(line []byte)) {
 	for _, m := range b.backlog {
 		deliver(m)
 	}
-	b.backlog = nil
+	b.backlog, b.backlogN = nil, 0
 	b.deliver = deliver
 }
 
@@ -83,8 +84,10 @@ func (b *backend) handOn(line []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.deliver == nil {
-		if len(b.backlog) < maxQueued {
+		// Bounded as a session's waiting messages are (outbox.go).
+		if len(b.backlog) < maxQueued && b.backlogN+len(line) <= queuedBytes {
 			b.backlog = append(b.backlog, line)
+			b.backlogN += len(line)
 		}
 		return
 	}

@@ -17,6 +17,14 @@ const (
 	// maxQueued bounds the events waiting for one stream's client; past it
 	// the oldest are dropped and logged.
 	maxQueued = 4096
+	// queuedBytes bounds the bytes of the events waiting for a session's
+	// clients, over all its streams (a client that never reads a stream of
+	// large progress messages held gigabytes under the count alone). Past
+	// it the oldest waiting message that is not a response is dropped:
+	// responses are never dropped (there is one per request in flight,
+	// which max_requests_per_session bounds), so a session holds at most this, its
+	// history, and its in-flight requests' responses.
+	queuedBytes = 8 << 20
 	// historyBytes and historyEvents bound the events a session keeps, after
 	// they were written, so that a client that lost its connection can have
 	// them again (Last-Event-ID).
@@ -34,6 +42,7 @@ var (
 type event struct {
 	seq  int64
 	data []byte
+	resp bool // the response that ends its stream: never dropped
 }
 
 // stream is one sequence of messages for the client: the answer to a
@@ -96,6 +105,7 @@ type outbox struct {
 	get     *stream            // stream 0
 	history []ref              // written events kept for replay, oldest first
 	histLen int                // their bytes
+	queued  int                // bytes of the events not yet written, all streams
 	ended   bool
 	dropped int
 	logf    func(format string, args ...any)
@@ -204,6 +214,11 @@ func (o *outbox) detach(st *stream, w *waiter) {
 
 // forget drops st and what it kept.
 func (o *outbox) forget(st *stream) {
+	for _, e := range st.events {
+		if e.seq > st.delivered {
+			o.queued -= len(e.data)
+		}
+	}
 	st.gone = true
 	st.events = nil
 	delete(o.streams, st.no)
@@ -236,8 +251,7 @@ func (o *outbox) respond(id string, line []byte) bool {
 	}
 	delete(o.pending, id)
 	o.removePost(st) // nothing may follow the response on its stream
-	o.push(st, line)
-	st.final = true
+	o.pushResponse(st, line)
 	return true
 }
 
@@ -268,22 +282,79 @@ func (o *outbox) send(line []byte, progress string) {
 }
 
 // push queues line on st; called under mu.
-func (o *outbox) push(st *stream, line []byte) {
+func (o *outbox) push(st *stream, line []byte) { o.queue(st, line, false) }
+
+// pushResponse queues the response that ends st; called under mu.
+func (o *outbox) pushResponse(st *stream, line []byte) {
+	o.queue(st, line, true)
+	st.final = true
+}
+
+func (o *outbox) queue(st *stream, line []byte, resp bool) {
 	if st.final || st.gone {
 		return
 	}
 	if waiting := st.next - 1 - st.delivered; waiting >= maxQueued {
-		i := len(st.events) - int(waiting)
-		st.events = append(st.events[:i:i], st.events[i+1:]...)
-		st.delivered++ // the dropped one counts as seen: the cursor moves past it
-		o.dropped++
-		o.logf("slow client: dropped a message (%d so far)", o.dropped)
+		o.dropOldest(st)
 	}
-	st.events = append(st.events, event{seq: st.next, data: line})
+	for o.queued+len(line) > queuedBytes && o.dropOldest(o.victim(st)) {
+	}
+	st.events = append(st.events, event{seq: st.next, data: line, resp: resp})
 	st.next++
+	o.queued += len(line)
 	if st.w != nil {
 		st.w.signal()
 	}
+}
+
+// victim is the stream whose oldest waiting message goes when the session
+// is over its bytes: st's own if it has one that may go, else the one
+// with the most waiting bytes; nil when only responses wait.
+func (o *outbox) victim(st *stream) *stream {
+	if droppable(st) {
+		return st
+	}
+	var best *stream
+	most := 0
+	for _, s := range o.streams {
+		if !droppable(s) {
+			continue
+		}
+		n := 0
+		for _, e := range s.events {
+			if e.seq > s.delivered {
+				n += len(e.data)
+			}
+		}
+		if n > most {
+			best, most = s, n
+		}
+	}
+	return best
+}
+
+// droppable reports whether st's oldest waiting event may be dropped.
+func droppable(st *stream) bool {
+	waiting := int(st.next - 1 - st.delivered)
+	if st.gone || waiting <= 0 {
+		return false
+	}
+	return !st.events[len(st.events)-waiting].resp
+}
+
+// dropOldest drops st's oldest waiting event, if it may go (a response
+// never does); false when nothing was dropped.
+func (o *outbox) dropOldest(st *stream) bool {
+	if st == nil || !droppable(st) {
+		return false
+	}
+	i := len(st.events) - int(st.next-1-st.delivered)
+	o.queued -= len(st.events[i].data)
+	st.events = append(st.events[:i:i], st.events[i+1:]...)
+	st.delivered++ // the dropped one counts as seen: the cursor moves past it
+	o.dropped++
+	o.logf("slow client: dropped a message (%d so far)", o.dropped)
+	return true
 }
 
 // take appends to buf the events of st after w's cursor and moves the cursor
@@ -317,9 +388,9 @@ func (o *outbox) take(st *stream, w *waiter, buf []event) (evs []event, final, l
 func (o *outbox) delivered(st *stream, seq int64) {
 	k := 0
 	for k < len(st.events) && st.events[k].seq <= seq {
-		if st.resumable {
-			e := st.events[k]
-			if e.seq > st.delivered {
+		if e := st.events[k]; e.seq > st.delivered {
+			o.queued -= len(e.data)
+			if st.resumable {
 				o.history = append(o.history, ref{st: st, seq: e.seq, n: len(e.data)})
 				o.histLen += len(e.data)
 			}
@@ -370,8 +441,7 @@ func (o *outbox) end(code int, msg string) {
 	o.ended = true
 	for id, st := range o.pending {
 		b, _ := jsonrpc.NewError(rawID(id), code, msg, nil).Marshal()
-		o.push(st, b)
-		st.final = true
+		o.pushResponse(st, b)
 		delete(o.pending, id)
 	}
 	o.posts = nil
