@@ -425,3 +425,73 @@ func TestMemoryAdmission(t *testing.T) {
 	assert.Contains(t, msg, "max_memory is 4.0 MiB")
 	assert.EqualValues(t, 1, g.Started(), "the refused session's server never started")
 }
+
+// With tokens, a caller with none cannot fill max_connections with idle
+// sockets (red team): a new connection past the bound closes the oldest
+// one that has not carried an authenticated request, so a token holder
+// still gets in, and its connection, once authenticated, is never closed
+// for a newcomer.
+func TestUnauthenticatedConnectionsYield(t *testing.T) {
+	cfg, _ := authConfig(t)
+	cfg.Limits.MaxConnections = 8
+	g, srv := startGateway(t, cfg)
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	require.Eventually(t, func() bool { return g.Connections() == 0 }, 5*time.Second, 10*time.Millisecond)
+	for range 8 {
+		c, err := net.Dial("tcp", srv.Addr)
+		require.NoError(t, err)
+		held = append(held, c)
+	}
+	require.Eventually(t, func() bool { return g.Connections() == 8 && g.UnauthenticatedConnections() == 8 },
+		5*time.Second, 10*time.Millisecond)
+
+	// A token holder gets in while they are held: the oldest idle one goes.
+	c, err := net.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	defer c.Close()
+	fmt.Fprint(c, httpReq("POST", "/servers/alpha/mcp", initBody, jsonHeaders, "Authorization: Bearer alice-secret"))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	io.ReadAll(resp.Body)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, 8, g.Connections())
+	assert.Equal(t, 7, g.UnauthenticatedConnections(), "the authenticated connection left the list")
+	held[0].SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err = held[0].Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the oldest unauthenticated connection was closed")
+
+	// Eight more without a token: each closes an older unauthenticated
+	// one, never the token holder's.
+	for range 8 {
+		c, err := net.Dial("tcp", srv.Addr)
+		require.NoError(t, err)
+		held = append(held, c)
+	}
+	require.Eventually(t, func() bool { return g.UnauthenticatedConnections() == 7 }, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 8, g.Connections())
+	fmt.Fprint(c, httpReq("POST", "/servers/alpha/mcp", `{"jsonrpc":"2.0","id":2,"method":"ping"}`, jsonHeaders,
+		"Authorization: Bearer alice-secret", "Mcp-Session-Id: "+resp.Header.Get(gateway.HeaderSession)))
+	resp, err = http.ReadResponse(br, nil)
+	require.NoError(t, err, "the token holder's connection is still open")
+	io.ReadAll(resp.Body)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// A request without a valid token does not take its connection out.
+	c2, err := net.Dial("tcp", srv.Addr)
+	require.NoError(t, err)
+	defer c2.Close()
+	fmt.Fprint(c2, httpReq("POST", "/servers/alpha/mcp", initBody, jsonHeaders, "Authorization: Bearer wrong"))
+	got := readReply(t, c2, true)
+	assert.Equal(t, http.StatusUnauthorized, got.status)
+	want := 7 // c2 closed an older one and stays listed ...
+	if got.closed {
+		want = 6 // ... or the gateway closed it after the 401
+	}
+	assert.Eventually(t, func() bool { return g.UnauthenticatedConnections() == want }, 5*time.Second, 10*time.Millisecond)
+}

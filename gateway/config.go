@@ -75,7 +75,9 @@ type Limits struct {
 	MaxRequestsPerSession int `json:"max_requests_per_session,omitempty"`
 	// MaxConnections bounds the open connections; one past it is closed
 	// at once (0: DefaultMaxConnections). With authentication, one
-	// caller's open requests are bounded to a quarter of it.
+	// caller's open requests are bounded to a quarter of it, and a
+	// connection past it closes the oldest one that has not yet carried a
+	// request with a valid token, if any, instead of being closed.
 	MaxConnections int `json:"max_connections,omitempty"`
 	// MaxMemory is the budget for the memory the sessions' server
 	// processes use (their cgroup's, else the proportional set size of their

@@ -98,6 +98,7 @@ type Gateway struct {
 
 	conns        atomic.Int64 // open connections (Listener)
 	refusedConns atomic.Int64 // closed at once, past max_connections
+	unauth       unauthConns  // open, no authenticated request yet (Listener)
 
 	// started counts server sessions started, for tests that check that a
 	// refused request reached no server.

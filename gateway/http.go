@@ -185,6 +185,9 @@ func (g *Gateway) checkAuth(q *request) (*principal, bool) {
 		q.deny(http.StatusUnauthorized, "auth", reason)
 		return nil, false
 	}
+	if c, ok := r.Context().Value(connKey{}).(*countedConn); ok {
+		c.authenticated()
+	}
 	q.event.Identity = who.name
 	if q.server != "" && !who.grants(q.server) {
 		q.deny(http.StatusForbidden, "grant", fmt.Sprintf("%s may not reach server %s", who.name, q.server))

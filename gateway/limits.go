@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -32,14 +33,27 @@ func (g *Gateway) Server() *http.Server {
 		ReadHeaderTimeout: g.cfg.Limits.headerTimeout(),
 		IdleTimeout:       g.cfg.Limits.connIdleTimeout(),
 		MaxHeaderBytes:    64 << 10,
+		// The connection rides along so that an authenticated request
+		// can move it out of the unauthenticated share (Listener).
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if cc, ok := c.(*countedConn); ok {
+				return context.WithValue(ctx, connKey{}, cc)
+			}
+			return ctx
+		},
 	}
 }
 
 // Listener bounds the connections accepted on ln to max_connections: one
 // past the bound is closed at once, so that a flood of connections cannot
-// queue behind the live ones.
+// queue behind the live ones. With authentication, a connection past the
+// bound closes the oldest connection that has not yet carried a request
+// with a valid token instead, when there is one: a caller with no token,
+// holding idle sockets, cannot keep the token holders out (red team), since
+// theirs authenticate at their first request and are never closed for a
+// newcomer.
 func (g *Gateway) Listener(ln net.Listener) net.Listener {
-	return &capListener{Listener: ln, max: int64(g.cfg.Limits.maxConnections()), g: g}
+	return &capListener{Listener: ln, max: int64(g.cfg.Limits.maxConnections()), g: g, evict: g.cfg.Authenticated()}
 }
 
 // Serve serves the gateway on ln (through Listener and Server) until
@@ -79,10 +93,15 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 // Connections reports the open connections.
 func (g *Gateway) Connections() int { return int(g.conns.Load()) }
 
+// UnauthenticatedConnections reports the open connections that have not
+// yet carried a request with a valid token (0 without authentication).
+func (g *Gateway) UnauthenticatedConnections() int { return g.unauth.len() }
+
 type capListener struct {
 	net.Listener
-	max int64
-	g   *Gateway
+	max   int64
+	g     *Gateway
+	evict bool // close the oldest unauthenticated connection for a new one
 }
 
 func (l *capListener) Accept() (net.Conn, error) {
@@ -91,24 +110,90 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.g.conns.Add(1) > l.max {
+		if l.g.conns.Add(1) > l.max && !(l.evict && l.g.unauth.evictOldest()) {
 			l.g.conns.Add(-1)
 			c.Close()
 			l.g.refusedConns.Add(1)
 			continue
 		}
-		return &countedConn{Conn: c, n: &l.g.conns}, nil
+		cc := &countedConn{Conn: c, n: &l.g.conns}
+		if l.evict {
+			l.g.unauth.add(cc)
+		}
+		return cc, nil
 	}
 }
 
+// unauthConns are the open connections that have not yet carried a
+// request with a valid token, oldest first.
+type unauthConns struct {
+	mu   sync.Mutex
+	list list.List // of *countedConn
+}
+
+func (u *unauthConns) add(c *countedConn) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	c.unauth = u
+	c.elem = u.list.PushBack(c)
+}
+
+// remove takes c out (authenticated, or closed).
+func (u *unauthConns) remove(c *countedConn) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if c.elem != nil {
+		u.list.Remove(c.elem)
+		c.elem = nil
+	}
+}
+
+// evictOldest closes the oldest unauthenticated connection; false when
+// there is none.
+func (u *unauthConns) evictOldest() bool {
+	u.mu.Lock()
+	e := u.list.Front()
+	if e == nil {
+		u.mu.Unlock()
+		return false
+	}
+	c := e.Value.(*countedConn)
+	u.list.Remove(e)
+	c.elem = nil
+	u.mu.Unlock()
+	c.Close()
+	return true
+}
+
+func (u *unauthConns) len() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.list.Len()
+}
+
+// connKey is the context key of a request's *countedConn.
+type connKey struct{}
+
 type countedConn struct {
 	net.Conn
-	n    *atomic.Int64
-	once sync.Once
+	n      *atomic.Int64
+	once   sync.Once
+	unauth *unauthConns  // where it is listed until it authenticates
+	elem   *list.Element // its entry there; guarded by unauth.mu
+}
+
+// authenticated takes c out of the unauthenticated connections.
+func (c *countedConn) authenticated() {
+	if c.unauth != nil {
+		c.unauth.remove(c)
+	}
 }
 
 func (c *countedConn) Close() error {
-	c.once.Do(func() { c.n.Add(-1) })
+	c.once.Do(func() {
+		c.n.Add(-1)
+		c.authenticated()
+	})
 	return c.Conn.Close()
 }
 

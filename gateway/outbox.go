@@ -353,7 +353,9 @@ func (o *outbox) dropOldest(st *stream) bool {
 	st.events = append(st.events[:i:i], st.events[i+1:]...)
 	st.delivered++ // the dropped one counts as seen: the cursor moves past it
 	o.dropped++
-	o.logf("slow client: dropped a message (%d so far)", o.dropped)
+	if o.dropped&(o.dropped-1) == 0 { // 1, 2, 4, ...: a slow client cannot flood the log
+		o.logf("slow client: dropped a message (%d so far)", o.dropped)
+	}
 	return true
 }
 
