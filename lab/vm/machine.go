@@ -5,6 +5,7 @@ package vm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -59,6 +60,11 @@ func boot(ctx context.Context, cfg *Config, b bootFiles, req *vmproto.Request) (
 		ctl.Close()
 	}()
 	exit, err := m.converse(ctx, ctl, req)
+	if errors.Is(err, ErrTimeout) {
+		// What the guest's kernel said last (a hung task, a lockup, an
+		// oops) is the only trace of why it never answered.
+		return 0, fmt.Errorf("%w\n--- console tail ---\n%s", err, m.console.String())
+	}
 	if err != nil {
 		return 0, err
 	}

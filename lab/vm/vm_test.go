@@ -84,6 +84,7 @@ func fakeQEMU(mode string, args []string) error {
 		fmt.Fprintln(conns["con"], "Kernel panic - not syncing: fake")
 		return nil
 	case "hang":
+		fmt.Fprintln(conns["con"], "INFO: task fake:1 blocked for more than 120 seconds.")
 		time.Sleep(time.Minute)
 		return nil
 	case "error":
@@ -211,6 +212,7 @@ func TestRunFailures(t *testing.T) {
 		start := time.Now()
 		_, _, _, err := runFake(t, "hang", Config{Timeout: 500 * time.Millisecond}, "true")
 		require.ErrorIs(t, err, ErrTimeout)
+		assert.ErrorContains(t, err, "blocked for more than 120 seconds", "console tail in the error")
 		assert.Less(t, time.Since(start), 30*time.Second, "qemu killed, not waited for")
 	})
 	t.Run("no qemu", func(t *testing.T) {
