@@ -306,18 +306,8 @@ func idleConnection(t *testing.T, g *gateway.Gateway, srv *served, sid string) {
 // connectionCap: connection cap.
 func connectionCap(t *testing.T, g *gateway.Gateway, srv *served, sid string) {
 	alpha := "/servers/alpha/mcp"
-	var held []net.Conn
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
 	require.Eventually(t, func() bool { return g.Connections() == 0 }, 5*time.Second, 10*time.Millisecond)
-	for range 8 {
-		c, err := net.Dial("tcp", srv.Addr)
-		require.NoError(t, err)
-		held = append(held, c)
-	}
+	dialIdle(t, srv, 8)
 	require.Eventually(t, func() bool { return g.Connections() == 8 }, 5*time.Second, 10*time.Millisecond)
 	c, err := net.Dial("tcp", srv.Addr)
 	require.NoError(t, err)
@@ -435,18 +425,8 @@ func TestUnauthenticatedConnectionsYield(t *testing.T) {
 	cfg, _ := authConfig(t)
 	cfg.Limits.MaxConnections = 8
 	g, srv := startGateway(t, cfg)
-	var held []net.Conn
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
 	require.Eventually(t, func() bool { return g.Connections() == 0 }, 5*time.Second, 10*time.Millisecond)
-	for range 8 {
-		c, err := net.Dial("tcp", srv.Addr)
-		require.NoError(t, err)
-		held = append(held, c)
-	}
+	held := dialIdle(t, srv, 8)
 	require.Eventually(t, func() bool { return g.Connections() == 8 && g.UnauthenticatedConnections() == 8 },
 		5*time.Second, 10*time.Millisecond)
 
@@ -468,11 +448,7 @@ func TestUnauthenticatedConnectionsYield(t *testing.T) {
 
 	// Eight more without a token: each closes an older unauthenticated
 	// one, never the token holder's.
-	for range 8 {
-		c, err := net.Dial("tcp", srv.Addr)
-		require.NoError(t, err)
-		held = append(held, c)
-	}
+	dialIdle(t, srv, 8)
 	require.Eventually(t, func() bool { return g.UnauthenticatedConnections() == 7 }, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, 8, g.Connections())
 	fmt.Fprint(c, httpReq("POST", "/servers/alpha/mcp", `{"jsonrpc":"2.0","id":2,"method":"ping"}`, jsonHeaders,
@@ -494,4 +470,16 @@ func TestUnauthenticatedConnectionsYield(t *testing.T) {
 		want = 6 // ... or the gateway closed it after the 401
 	}
 	assert.Eventually(t, func() bool { return g.UnauthenticatedConnections() == want }, 5*time.Second, 10*time.Millisecond)
+}
+
+// dialIdle opens n connections that send nothing, closed when t ends.
+func dialIdle(t *testing.T, srv *served, n int) []net.Conn {
+	var held []net.Conn
+	for range n {
+		c, err := net.Dial("tcp", srv.Addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		held = append(held, c)
+	}
+	return held
 }
