@@ -41,6 +41,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/guard/policy"
+	guardruntime "github.com/mcpguard/mcpguard/guard/runtime"
 	"github.com/mcpguard/mcpguard/guard/sandbox"
 	"github.com/mcpguard/mcpguard/internal/testenv"
 	"github.com/mcpguard/mcpguard/lab/attack"
@@ -707,14 +708,21 @@ func TestEdgesFilelessExec(t *testing.T) {
 	d := newEdgeDirs(t)
 	p := d.policy()
 	p.Exec.Allow = []string{"/usr/bin/true"}
+	loader, err := guardruntime.ELFInterpreter("/usr/bin/true")
+	require.NoError(t, err)
+	require.NotEmpty(t, loader)
 	s, log := edgeSession(t, p)
 	res := edgeRun(t, s,
 		[]string{"exec", "/usr/bin/true"},
 		[]string{"exec", "/usr/bin/id"},
 		[]string{"memfdexec", "/bin/echo"},
+		// The loader run as a program would map /usr/bin/id with no exec
+		// check: it has no exec rule, yet true (whose loader it is) runs.
+		[]string{"exec", loader, "/usr/bin/id"},
+		[]string{"exec", loader, "/usr/bin/true"},
 	)
-	assert.Equal(t, map[string]string{"exec": "ok", "exec#2": "EPERM", "memfdexec": "EPERM"}, res,
-		"an allowed exec runs, others do not, and a memfd never becomes a process (EXECUTED would show)")
+	assert.Equal(t, map[string]string{"exec": "ok", "exec#2": "EPERM", "memfdexec": "EPERM", "exec#3": "EPERM", "exec#4": "EPERM"}, res,
+		"an allowed exec runs, others do not, a memfd never becomes a process (EXECUTED would show), and the loader is never a program")
 	s.Close()
 	assert.Contains(t, log.String(), `"rule":"exec.denied"`)
 }

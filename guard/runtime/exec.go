@@ -6,6 +6,7 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,21 +59,11 @@ func interpreterOf(path, pathEnv string) ([]string, error) {
 	head = head[:n]
 	switch {
 	case bytes.HasPrefix(head, []byte("\x7fELF")):
-		ef, err := elf.NewFile(f)
-		if err != nil {
+		interp, err := elfInterpreter(f)
+		if err != nil || interp == "" {
 			return nil, err
 		}
-		for _, p := range ef.Progs {
-			if p.Type != elf.PT_INTERP {
-				continue
-			}
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err != nil {
-				return nil, fmt.Errorf("read PT_INTERP: %w", err)
-			}
-			return []string{string(bytes.TrimRight(b, "\x00"))}, nil
-		}
-		return nil, nil
+		return []string{interp}, nil
 	case bytes.HasPrefix(head, []byte("#!")):
 		line, _, _ := bufio.NewReader(bytes.NewReader(head[2:])).ReadLine()
 		fields := strings.Fields(string(line))
@@ -93,6 +84,39 @@ func interpreterOf(path, pathEnv string) ([]string, error) {
 		return out, nil
 	}
 	return nil, nil
+}
+
+// ELFInterpreter returns the PT_INTERP loader of the ELF program at path
+// ("" for a static one or a file that is not ELF).
+func ELFInterpreter(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(f, magic); err != nil || string(magic) != "\x7fELF" {
+		return "", nil
+	}
+	return elfInterpreter(f)
+}
+
+func elfInterpreter(f *os.File) (string, error) {
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		b := make([]byte, p.Filesz)
+		if _, err := p.ReadAt(b, 0); err != nil {
+			return "", fmt.Errorf("read PT_INTERP: %w", err)
+		}
+		return string(bytes.TrimRight(b, "\x00")), nil
+	}
+	return "", nil
 }
 
 // directInterpreter is the program that reads the script at path: the

@@ -385,3 +385,21 @@ func TestNodeWorkspaceSibling(t *testing.T) {
 	assert.False(t, covered(rt.Read, far), "%v", rt.Read)
 	assert.False(t, covered(rt.Read, repo), "the workspace root is trusted for links, not granted: %v", rt.Read)
 }
+
+// ELFInterpreter reads a dynamic program's loader, and nothing from a
+// static program or a script.
+func TestELFInterpreter(t *testing.T) {
+	interp, err := ELFInterpreter("/usr/bin/true")
+	require.NoError(t, err)
+	assert.Contains(t, interp, "ld-linux", "coreutils' true is dynamic")
+	script := filepath.Join(t.TempDir(), "s")
+	write(t, script, "#!/bin/sh\ntrue\n", 0o755)
+	got, err := ELFInterpreter(script)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	loader, err := filepath.EvalSymlinks(interp)
+	require.NoError(t, err)
+	got, err = ELFInterpreter(loader)
+	require.NoError(t, err)
+	assert.Empty(t, got, "the loader itself has none")
+}

@@ -339,9 +339,10 @@ func (s *Session) load(cmd *exec.Cmd, self string) error {
 		}
 		s.keys = append(s.keys, k)
 	}
+	loaders := loaderKeys(s.id, execs)
 	for _, p := range execs {
 		k, err := InodeKeyOf(s.id, p)
-		if err != nil {
+		if err != nil || loaders[k] {
 			continue
 		}
 		if err := s.objs.ExecRules.Put(k, uint32(1)); err != nil {
@@ -636,4 +637,25 @@ func (s *Session) forgetTasks() {
 	for _, t := range dead {
 		s.objs.Tasks.Delete(t)
 	}
+}
+
+// loaderKeys are the inodes of the ELF interpreters (the dynamic loader)
+// of execs, which get no exec rule: the kernel maps a program's loader
+// with no exec check of its own (bprm_check_security runs for the program
+// only; the loader's open is file_open's, a read), so every listed program
+// still starts, while `ld.so PROGRAM`, the loader run as a program, is
+// refused: it would map a readable PROGRAM that the list does not name
+// with no hook of ours seeing it (red team K01).
+func loaderKeys(id uint64, execs []string) map[bpf.InodeKey]bool {
+	out := map[bpf.InodeKey]bool{}
+	for _, p := range execs {
+		interp, err := runtime.ELFInterpreter(p)
+		if err != nil || interp == "" {
+			continue
+		}
+		if k, err := InodeKeyOf(id, interp); err == nil {
+			out[k] = true
+		}
+	}
+	return out
 }
