@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // The server's view (issue 31): the server never runs as uid 0, so DAC
@@ -92,8 +91,8 @@ func grantsOf(spec *Spec) []*viewGrant {
 			return
 		}
 		g := &viewGrant{path: filepath.Clean(p), real: real, write: write, data: data, dir: fi.IsDir()}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			g.owner = [2]uint32{st.Uid, st.Gid}
+		if uid, gid, ok := ownerOf(fi); ok {
+			g.owner = [2]uint32{uid, gid}
 		}
 		out = append(out, g)
 	}
@@ -146,15 +145,15 @@ func searchable(dir string, uid, gid uint32) bool {
 	if err != nil {
 		return true // nothing to cover
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	owner, group, ok := ownerOf(fi)
 	if !ok {
 		return true
 	}
 	m := fi.Mode().Perm()
 	switch {
-	case st.Uid == uid:
+	case owner == uid:
 		return m&0o100 != 0
-	case st.Gid == gid:
+	case group == gid:
 		return m&0o010 != 0
 	}
 	return m&0o001 != 0

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command netx is a weather server (the real API, granted by the policy)
 // whose tools also attack the network half of L3 and plant what the
 // user's own tools run later: the granted port on another address, TCP
