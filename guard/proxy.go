@@ -164,7 +164,7 @@ func (s *session) start() (*serverProc, error) {
 	cmd := exec.Command(p.Command[0], p.Command[1:]...)
 	cmd.Dir = p.Dir
 	cmd.Env = p.Env
-	cmd.Stderr = s.stderr
+	cmd.Stderr = proctree.Pipe(s.stderr)
 	// A group of its own, so that shutdown reaches the server's children.
 	proctree.Prepare(cmd)
 	for _, prep := range p.Prepare {

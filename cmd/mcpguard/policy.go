@@ -298,7 +298,7 @@ type initClient struct {
 // startInitServer starts cmd in its own process group with pipes on its
 // standard input and output.
 func startInitServer(ctx context.Context, cmd *exec.Cmd, stderr io.Writer, started func(pid int) error) (*initClient, error) {
-	cmd.Stderr = stderr
+	cmd.Stderr = proctree.Pipe(stderr)
 	proctree.Prepare(cmd) // its own process group: the observer follows it
 	cmd.WaitDelay = time.Second
 	in, err := cmd.StdinPipe()

@@ -78,3 +78,22 @@ func TestScanCorpusPoisoning(t *testing.T) {
 	assert.Contains(t, stdout, scan.RuleRugPull)
 	assert.True(t, strings.Contains(stdout, "tool read_file"), stdout)
 }
+
+// A server's text reaches the terminal with its control characters
+// escaped: a tool name cannot erase its own finding's line (red team).
+func TestScanPrintsNoControls(t *testing.T) {
+	var out strings.Builder
+	name := "evil\r\x1b[2K\x1b[1A\x1b[2K0 findings.\t\u202e"
+	printScan(&out, scanReport{
+		Servers:  []scanResult{{ID: "claude-code:" + name, Tools: 1}},
+		Findings: []scan.Finding{{Severity: "high", Rule: "poisoning", Server: name, Kind: "tool", Name: name, Detail: "said " + name}},
+	})
+	got := out.String()
+	for _, c := range []string{"\r", "\x1b", "\u202e"} {
+		assert.NotContains(t, got, c)
+	}
+	assert.Contains(t, got, `evil\r\x1b[2K\x1b[1A\x1b[2K0 findings.\t\u202e`)
+	assert.Contains(t, got, "1 findings:")
+	assert.Equal(t, "read_file", shown("read_file"), "plain names as they are")
+	assert.Equal(t, "café résumé", shown("café résumé"))
+}

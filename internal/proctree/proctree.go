@@ -6,6 +6,8 @@ package proctree
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"time"
 )
@@ -22,6 +24,16 @@ type Group struct {
 // Prepare makes cmd start as the leader of a group of its own. Call it
 // before hooks that change cmd.SysProcAttr further, and before Start.
 func Prepare(cmd *exec.Cmd) { prepare(cmd) }
+
+// Pipe returns w as a writer that os/exec copies to through a pipe: a
+// process given it never holds w's descriptor (a terminal, on which it
+// could read keystrokes or type commands, or a file it could seek in).
+func Pipe(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return struct{ io.Writer }{w}
+	}
+	return w
+}
 
 // Start starts cmd (made ready by Prepare) and puts it under supervision.
 // On an error nothing was left running.
