@@ -1191,6 +1191,54 @@ func TestEdgesProtectedNameRoutes(t *testing.T) {
 	}
 }
 
+// TestEdgesExecutables: no route leaves a program in a write root (a
+// regular file with an execute bit holding the payload: a shim in
+// node_modules/.bin, a rustup toolchain's cargo, an existing script
+// rewritten), from a launched server and from a joined task (the hooks
+// alone: path_mknod's mode, path_chmod, file_open and path_truncate of a
+// program, path_rename of one). The baseline runs each route unguarded.
+func TestEdgesExecutables(t *testing.T) {
+	t.Run("baseline", func(t *testing.T) {
+		step := attack.Steps()["plantexec"]
+		ws := t.TempDir()
+		cases, err := attack.ExecCases(ws)
+		require.NoError(t, err)
+		for _, c := range cases {
+			require.NoError(t, step(c.Routes[0]+"#"+c.Path))
+			assert.True(t, attack.HasProgram(c.Path), "unguarded, %s on %s", c.Routes[0], c.Path)
+		}
+	})
+	for _, mode := range []string{"launched", "joined"} {
+		t.Run(mode, func(t *testing.T) {
+			d := newEdgeDirs(t)
+			cases, err := attack.ExecCases(d.ws)
+			require.NoError(t, err)
+			require.NoError(t, exec.Command("chmod", "-R", "a+rwX", d.ws).Run())
+			var steps [][]string
+			for _, st := range attack.ExecSteps(cases) {
+				name, arg, _ := strings.Cut(st, ":")
+				steps = append(steps, []string{name, arg})
+			}
+			steps = append(steps, []string{"write", filepath.Join(d.ws, "notes.txt")})
+			s, log := edgeSession(t, d.policy())
+			var res map[string]string
+			if mode == "launched" {
+				res = edgeRun(t, s, steps...)
+			} else {
+				require.NoError(t, s.Prepare(exec.Command("/bin/true"))) // maps only; never run
+				res = edgeJoined(t, s, steps...)
+			}
+			t.Logf("results: %v", res)
+			for _, c := range cases {
+				assert.False(t, attack.HasProgram(c.Path), "program at %s", c.Path)
+			}
+			assert.Equal(t, "ok", res["write"], "data beside them is written")
+			s.Close()
+			assert.Contains(t, log.String(), `"rule":"file.executable_denied"`)
+		})
+	}
+}
+
 // TestEdgesGitWork: below a .git only git's own data is writable (the
 // git model, launch.GitData), and that is all git's ordinary work needs:
 // add, commit, fetch, stash, gc and commit-graph run in a repository of

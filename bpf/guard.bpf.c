@@ -31,6 +31,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define EPERM 1
 #define S_IFMT 00170000
 #define S_IFREG 0100000
+#define RENAME_EXCHANGE (1 << 1)
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
 #define PROC_SUPER_MAGIC 0x9fa0
@@ -57,7 +58,23 @@ enum event_kind {
 	EV_SOCKET = 13,
 	EV_UNIX = 14,
 	EV_KEY = 15,
+	EV_FILE_EXEC = 16,
 };
+
+// EXEC_BITS: no regular file a guarded task makes, writes, or moves in a
+// write root carries one. Nothing a guarded task writes is in its exec
+// allow-list, so an execute bit there only serves the user's tools later,
+// outside every sandbox (npm's node_modules/.bin, rustup's toolchain
+// directory, a PATH entry in the project).
+#define EXEC_BITS 0111
+
+static __always_inline int is_program(struct inode *i)
+{
+	if (!i)
+		return 0;
+	__u16 m = BPF_CORE_READ(i, i_mode);
+	return (m & S_IFMT) == S_IFREG && (m & EXEC_BITS);
+}
 
 #define MAX_DEPTH 64 // dentry levels walked (deeper paths are denied)
 #define NAME_COMPS 8
@@ -762,6 +779,10 @@ int BPF_PROG(file_guard, struct file *file)
 		report_path(policy, EV_FILE_PROTECTED, need, d, vm);
 		return -EPERM;
 	}
+	if ((need & ACC_WRITE) && v != W_SELF && is_program(file->f_inode)) {
+		report_path(policy, EV_FILE_EXEC, need, d, vm);
+		return -EPERM;
+	}
 	if (v == W_ANCESTOR) {
 		// A regular file with several names, reached through an allowed
 		// directory: another of its names may be in a denied area (a hard
@@ -811,10 +832,46 @@ static __always_inline int dir_write(const struct path *dir, struct dentry *chil
 	return -EPERM;
 }
 
+// exec_refused reports that the entry d (below dir's mount) would become,
+// or move, a program.
+static __always_inline int exec_refused(const struct path *dir, struct dentry *d)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	report_path(policy, EV_FILE_EXEC, ACC_WRITE, d, BPF_CORE_READ(dir, mnt));
+	return -EPERM;
+}
+
 SEC("lsm/path_mknod")
 int BPF_PROG(create_guard, const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev)
 {
-	return dir_write(dir, dentry);
+	int r = dir_write(dir, dentry);
+	if (r)
+		return r;
+	// open(O_CREAT) passes S_IFREG; mknod(2) may pass no type at all.
+	if (((mode & S_IFMT) == S_IFREG || (mode & S_IFMT) == 0) && (mode & EXEC_BITS))
+		return exec_refused(dir, dentry);
+	return 0;
+}
+
+// chmod(2), fchmod(2), fchmodat(2): execute bits of a regular file may be
+// kept or dropped, never added.
+SEC("lsm/path_chmod")
+int BPF_PROG(chmod_guard, const struct path *path, umode_t mode)
+{
+	__u64 policy = guarded();
+	if (!policy)
+		return 0;
+	struct dentry *d = BPF_CORE_READ(path, dentry);
+	struct inode *i = BPF_CORE_READ(d, d_inode);
+	if (!i)
+		return 0;
+	__u16 old = BPF_CORE_READ(i, i_mode);
+	if ((old & S_IFMT) != S_IFREG || !(mode & EXEC_BITS & ~old))
+		return 0;
+	report_path(policy, EV_FILE_EXEC, ACC_WRITE, d, BPF_CORE_READ(path, mnt));
+	return -EPERM;
 }
 
 SEC("lsm/path_mkdir")
@@ -842,7 +899,16 @@ int BPF_PROG(rename_guard, const struct path *old_dir, struct dentry *old_dentry
 	int r = dir_write(old_dir, old_dentry);
 	if (r)
 		return r;
-	return dir_write(new_dir, new_dentry);
+	r = dir_write(new_dir, new_dentry);
+	if (r)
+		return r;
+	// A program is not moved: renamed onto a shim's name it would run in
+	// the user's next npm test (RENAME_EXCHANGE moves both).
+	if (is_program(BPF_CORE_READ(old_dentry, d_inode)))
+		return exec_refused(old_dir, old_dentry);
+	if ((flags & RENAME_EXCHANGE) && is_program(BPF_CORE_READ(new_dentry, d_inode)))
+		return exec_refused(new_dir, new_dentry);
+	return 0;
 }
 
 // truncate(2) by path changes a file without opening it.
@@ -854,10 +920,17 @@ int BPF_PROG(truncate_guard, const struct path *path)
 		return 0;
 	struct dentry *d = path->dentry;
 	struct vfsmount *vm = path->mnt;
-	if (walk(policy, d, vm, ACC_WRITE) == W_SELF || !is_protected(policy, d))
+	if (walk(policy, d, vm, ACC_WRITE) == W_SELF)
 		return 0;
-	report_path(policy, EV_FILE_PROTECTED, ACC_WRITE, d, vm);
-	return -EPERM;
+	if (is_protected(policy, d)) {
+		report_path(policy, EV_FILE_PROTECTED, ACC_WRITE, d, vm);
+		return -EPERM;
+	}
+	if (is_program(BPF_CORE_READ(d, d_inode))) {
+		report_path(policy, EV_FILE_EXEC, ACC_WRITE, d, vm);
+		return -EPERM;
+	}
+	return 0;
 }
 
 // Hard links are refused outright: a link to a secret placed in the

@@ -87,6 +87,7 @@ const (
 	guardMapSessionNetns      = "session_netns"
 	guardMapTasks             = "tasks"
 	guardProgBpfGuard         = "bpf_guard"
+	guardProgChmodGuard       = "chmod_guard"
 	guardProgCreateGuard      = "create_guard"
 	guardProgExitGuard        = "exit_guard"
 	guardProgFileGuard        = "file_guard"
@@ -157,6 +158,7 @@ type guardSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type guardProgramSpecs struct {
 	BpfGuard         *ebpf.ProgramSpec `ebpf:"bpf_guard"`
+	ChmodGuard       *ebpf.ProgramSpec `ebpf:"chmod_guard"`
 	CreateGuard      *ebpf.ProgramSpec `ebpf:"create_guard"`
 	ExitGuard        *ebpf.ProgramSpec `ebpf:"exit_guard"`
 	FileGuard        *ebpf.ProgramSpec `ebpf:"file_guard"`
@@ -271,6 +273,7 @@ type guardVariables struct {
 // It can be passed to loadGuardObjects or ebpf.CollectionSpec.LoadAndAssign.
 type guardPrograms struct {
 	BpfGuard         *ebpf.Program `ebpf:"bpf_guard"`
+	ChmodGuard       *ebpf.Program `ebpf:"chmod_guard"`
 	CreateGuard      *ebpf.Program `ebpf:"create_guard"`
 	ExitGuard        *ebpf.Program `ebpf:"exit_guard"`
 	FileGuard        *ebpf.Program `ebpf:"file_guard"`
@@ -297,6 +300,7 @@ type guardPrograms struct {
 func (p *guardPrograms) Close() error {
 	return _GuardClose(
 		p.BpfGuard,
+		p.ChmodGuard,
 		p.CreateGuard,
 		p.ExitGuard,
 		p.FileGuard,

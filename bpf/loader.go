@@ -56,6 +56,7 @@ const (
 	EvSocket       uint32 = 13
 	EvUnix         uint32 = 14
 	EvKey          uint32 = 15
+	EvFileExec     uint32 = 16
 )
 
 // Values of the protected map, as in guard.bpf.c.

@@ -478,6 +478,27 @@ func TestContainProtectedNames(t *testing.T) {
 	})
 }
 
+// TestContainExecutables: no route leaves a program (a regular file with
+// an execute bit holding the payload) in a supervised write root: a shim
+// in node_modules/.bin or a toolchain's cargo made executable, chmodded,
+// fchmodded, mknodded, an O_TMPFILE linked in, an existing program moved
+// onto the shim's name, an existing script written or truncated. The
+// evidence is each path after the session; unguarded, every route leaves
+// a program (namefs's TestExecutables baseline, and the "ok" here).
+func TestContainExecutables(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	cases, err := attack.ExecCases(w.writeRoot)
+	require.NoError(t, err)
+	steps := attack.ExecSteps(cases)
+	out := runRaw(t, w, append(steps, "write:"+filepath.Join(w.writeRoot, "notes.txt"))...)
+	assert.Equal(t, len(steps)+1, strings.Count(out, "\n"), "every step ran")
+	for _, c := range cases {
+		assert.False(t, attack.HasProgram(c.Path), "program at %s", c.Path)
+	}
+	assert.Contains(t, out, "notes.txt ok", "data beside them is written")
+}
+
 // TestContainExecConfig: files the user's tools execute or read as
 // configuration (package.json scripts, a .pth file, Makefiles, a CI
 // workflow) are written under a write grant and listed, with the change,

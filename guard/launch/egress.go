@@ -88,6 +88,11 @@ func awaitEgress(fd int) error {
 // supervised write roots).
 const RuleProtectedName = "file.protected_denied"
 
+// RuleExecutable is the audit rule of a program refused in a write root:
+// a regular file with an execute bit made, written or moved there (both
+// backends; the BPF backend's file.executable_denied).
+const RuleExecutable = "file.executable_denied"
+
 // Event is one refusal stage 1 reports (AttachEvents).
 type Event struct {
 	Rule   string `json:"rule"`

@@ -28,17 +28,21 @@ func supervise(spec *Spec) error {
 		unix.CloseOnExec(spec.EventsFD)
 		enc = json.NewEncoder(os.NewFile(uintptr(spec.EventsFD), "events"))
 	}
-	denied := func(path, op string) {
+	denied := func(r namefs.Refusal, path, op string) {
 		if enc == nil {
 			return
 		}
+		rule := RuleProtectedName
+		if r == namefs.Executable {
+			rule = RuleExecutable
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		enc.Encode(Event{Rule: RuleProtectedName, Target: path, Op: op})
+		enc.Encode(Event{Rule: rule, Target: path, Op: op})
 	}
 	protected := IsProtected
 	if spec.ExecConfig {
-		protected = func(p string) bool { return IsProtected(p) || changes.Watched(p) }
+		protected = func(p string) bool { return IsProtected(p) || changes.Listed(p) }
 	}
 	for _, dir := range spec.Supervise {
 		if _, err := namefs.Mount(dir, namefs.Options{Protected: protected, Denied: denied}); err != nil {

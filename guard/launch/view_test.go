@@ -110,7 +110,8 @@ func TestViewWorkdirInWriteRoot(t *testing.T) {
 // maps it with mmap(PROT_EXEC), something Landlock's execute right does
 // not judge); a program that lay in the write root when the session
 // started (a runtime grant inside it) still runs, and the write root
-// stays writable. With and without the supervised file system over the
+// stays writable; with the supervised file system the dropped file does not
+// even get an execute bit. With and without the supervised file system over the
 // write root (the Landlock backend's). The launcher alone: no Landlock
 // or BPF here. The oracle is what the programs print.
 func TestWriteRootNoExec(t *testing.T) {
@@ -125,7 +126,8 @@ func TestWriteRootNoExec(t *testing.T) {
 			if supervised {
 				spec.Supervise = []string{ws}
 			}
-			script := `cp /usr/bin/id "$WS/dropped" && chmod 755 "$WS/dropped" && echo copied
+			script := `cat /usr/bin/id > "$WS/dropped" && echo copied
+chmod 755 "$WS/dropped"; echo "chmod rc=$?"
 "$WS/dropped" -u; echo "direct rc=$?"
 "$LOADER" "$WS/dropped" -u; echo "loader rc=$?"
 "$WS/tools/kept" -u; echo "kept rc=$?"
@@ -142,6 +144,14 @@ echo data > "$WS/written"; echo "write rc=$?"
 			t.Logf("server:\n%s", out)
 			nobody := fmt.Sprintf("%d\n", launch.Nobody)
 			assert.Contains(t, out, "copied\n", "the server writes its write root")
+			// The supervised file system adds no execute bit (namefs's
+			// Executable); the mount alone lets it be added, and noexec
+			// still refuses to run the file.
+			if supervised {
+				assert.Contains(t, out, "chmod rc=1")
+			} else {
+				assert.Contains(t, out, "chmod rc=0")
+			}
 			assert.Contains(t, out, "direct rc=126", "execve of a file in the write root")
 			assert.NotContains(t, out, nobody+"direct", "the dropped binary ran")
 			assert.NotContains(t, out, nobody+"loader", "the dropped binary ran through the loader")

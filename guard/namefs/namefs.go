@@ -48,10 +48,25 @@ type Options struct {
 	// Protected reports whether an absolute path (as the server sees it)
 	// is a protected entry or inside one.
 	Protected func(path string) bool
-	// Denied is told of each refusal (the audit log), with the path and
-	// the operation.
-	Denied func(path, op string)
+	// Denied is told of each refusal (the audit log): what was refused,
+	// the path and the operation.
+	Denied func(r Refusal, path, op string)
 }
+
+// Refusal says why an operation was refused.
+type Refusal uint8
+
+const (
+	// ProtectedName: the entry is protected (Options.Protected).
+	ProtectedName Refusal = iota + 1
+	// Executable: the operation would leave a program in the write root
+	// (a regular file with an execute bit made, written, or moved). The
+	// server never runs what it writes (the write root is noexec in its
+	// view), so an execute bit there only serves the user's tools later,
+	// outside every sandbox: npm's node_modules/.bin, a PATH entry in the
+	// project, rustup's toolchain directory.
+	Executable
+)
 
 // Server is one mounted write root.
 type Server struct {
@@ -158,12 +173,24 @@ func errno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// refuse reports a refusal and returns EPERM.
-func (n *node) refuse(path, op string) syscall.Errno {
+// refuse reports a protected name refused and returns EPERM.
+func (n *node) refuse(path, op string) syscall.Errno { return n.deny(ProtectedName, path, op) }
+
+// deny reports a refusal and returns EPERM.
+func (n *node) deny(r Refusal, path, op string) syscall.Errno {
 	if n.r.o.Denied != nil {
-		n.r.o.Denied(path, op)
+		n.r.o.Denied(r, path, op)
 	}
 	return syscall.EPERM
+}
+
+// execBits are the execute bits: no regular file made, written or moved
+// here carries one (Executable).
+const execBits = 0o111
+
+// program reports whether st is a regular file with an execute bit.
+func program(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&execBits != 0
 }
 
 func toStat(st *unix.Stat_t) *syscall.Stat_t { return (*syscall.Stat_t)(unsafe.Pointer(st)) }

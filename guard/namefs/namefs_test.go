@@ -35,7 +35,7 @@ func mountB(t testing.TB, dir string) (*namefs.Server, func() []string) {
 	}
 	var mu sync.Mutex
 	var denied []string
-	s, err := namefs.Mount(dir, namefs.Options{Protected: launch.IsProtected, Denied: func(p, op string) {
+	s, err := namefs.Mount(dir, namefs.Options{Protected: launch.IsProtected, Denied: func(_ namefs.Refusal, p, op string) {
 		mu.Lock()
 		denied = append(denied, op+" "+p)
 		mu.Unlock()
@@ -122,4 +122,45 @@ func TestBenign(t *testing.T) {
 	var st unix.Stat_t
 	require.NoError(t, unix.Stat(p("src/a.txt"), &st))
 	assert.Equal(t, uint32(os.Getuid()), st.Uid)
+}
+
+// TestExecutables: no route leaves a program (a regular file with an
+// execute bit, holding the payload) in the write root: made executable,
+// chmodded, fchmodded, mknodded, an O_TMPFILE linked in, an existing one
+// moved onto a shim's name, an existing one written or truncated. The
+// evidence is the real directory after unmounting; unguarded, every
+// route leaves one (the baseline).
+func TestExecutables(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting FUSE needs root")
+	}
+	step := attack.Steps()["plantexec"]
+	t.Run("baseline", func(t *testing.T) {
+		ws := t.TempDir()
+		cases, err := attack.ExecCases(ws)
+		require.NoError(t, err)
+		for _, c := range cases {
+			// one route per fresh case: the write routes share a file
+			_, arg, _ := strings.Cut(attack.ExecSteps([]attack.NameCase{{Path: c.Path, Routes: c.Routes[:1]}})[0], ":")
+			require.NoError(t, step(arg))
+			assert.True(t, attack.HasProgram(c.Path), "unguarded, %s", arg)
+		}
+	})
+	ws := t.TempDir()
+	cases, err := attack.ExecCases(ws)
+	require.NoError(t, err)
+	s, denied := mount(t, ws)
+	steps := attack.ExecSteps(cases)
+	for _, st := range steps {
+		_, arg, _ := strings.Cut(st, ":")
+		assert.Error(t, step(arg), st)
+	}
+	// Data beside them is still written, and a program may lose its bit.
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "bin", "notes.txt"), []byte("x\n"), 0o644))
+	require.NoError(t, os.Chmod(filepath.Join(ws, "bin", "build.sh"), 0o644))
+	assert.NotEmpty(t, denied(), "refusals reported")
+	require.NoError(t, s.Close())
+	for _, c := range cases {
+		assert.False(t, attack.HasProgram(c.Path), "program at %s", c.Path)
+	}
 }

@@ -99,6 +99,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if n.r.o.Protected(path) {
 			return n.refuse(path, "truncate")
 		}
+		if program(&st) {
+			return n.deny(Executable, path, "truncate")
+		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return syscall.EINVAL
 		}
@@ -109,6 +112,10 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if m, ok := in.GetMode(); ok {
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			return syscall.EOPNOTSUPP
+		}
+		// Execute bits may be kept or dropped, never added.
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && m&execBits&^st.Mode != 0 {
+			return n.deny(Executable, path, "chmod")
 		}
 		if err := unix.Chmod(proc, m&07777&^setIDBits); err != nil {
 			return errno(err)
@@ -148,7 +155,25 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if e != 0 {
 		return nil, 0, e
 	}
+	if int(flags)&writeFlags != 0 {
+		if e := n.notProgram(fd, n.abs(""), "open for writing"); e != 0 {
+			unix.Close(fd)
+			return nil, 0, e
+		}
+	}
 	return fs.NewLoopbackFile(fd), 0, 0
+}
+
+// notProgram refuses a write to fd when it is a program (Executable).
+func (n *node) notProgram(fd int, path, op string) syscall.Errno {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return errno(err)
+	}
+	if program(&st) {
+		return n.deny(Executable, path, op)
+	}
+	return 0
 }
 
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
@@ -208,8 +233,12 @@ func (n *node) make(ctx context.Context, name, op string, out *fuse.EntryOut, do
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	if p := n.abs(name); n.r.o.Protected(p) {
+	p := n.abs(name)
+	if n.r.o.Protected(p) {
 		return nil, nil, 0, n.refuse(p, "create")
+	}
+	if mode&execBits != 0 {
+		return nil, nil, 0, n.deny(Executable, p, "create")
 	}
 	dfd, e := n.dir()
 	if e != 0 {
@@ -226,6 +255,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	made := err == nil
 	if errors.Is(err, unix.EEXIST) && int(flags)&unix.O_EXCL == 0 {
 		fd, err = unix.Openat(dfd, name, base, 0)
+		if err == nil && int(flags)&writeFlags != 0 {
+			if e := n.notProgram(fd, p, "open for writing"); e != 0 {
+				unix.Close(fd)
+				return nil, nil, 0, e
+			}
+		}
 	}
 	if err != nil {
 		return nil, nil, 0, errno(err)
@@ -252,7 +287,11 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // Mknod makes regular files, FIFOs and sockets; never a device.
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	switch mode & unix.S_IFMT {
-	case unix.S_IFREG, unix.S_IFIFO, unix.S_IFSOCK:
+	case unix.S_IFREG:
+		if mode&execBits != 0 {
+			return nil, n.deny(Executable, n.abs(name), "mknod")
+		}
+	case unix.S_IFIFO, unix.S_IFSOCK:
 	default:
 		return nil, syscall.EPERM
 	}
@@ -292,6 +331,19 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return e
 	}
 	defer unix.Close(to)
+	// A program is not moved: renamed onto a shim's name it would run
+	// in the user's next npm test (RENAME_EXCHANGE moves both).
+	for _, e := range []struct {
+		dfd  int
+		name string
+		path string
+	}{{from, name, n.abs(name)}, {to, newName, np.abs(newName)}} {
+		var st unix.Stat_t
+		if unix.Fstatat(e.dfd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && program(&st) &&
+			(e.dfd == from || flags&unix.RENAME_EXCHANGE != 0) {
+			return n.deny(Executable, e.path, "rename")
+		}
+	}
 	return errno(unix.Renameat2(from, name, to, newName, uint(flags)))
 }
 

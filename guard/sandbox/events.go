@@ -23,6 +23,7 @@ const (
 	RuleFileLink     = "file.link_denied"
 	RuleFileProc     = "file.proc_denied"
 	RuleFileProtect  = "file.protected_denied"
+	RuleFileExec     = launch.RuleExecutable
 	RuleNetConnect   = "net.connect_denied"
 	RuleNetSend      = "net.sendto_denied"
 	RuleExec         = "exec.denied"
@@ -102,6 +103,9 @@ func auditEvent(ev bpf.Event) audit.Event {
 	case bpf.EvFileProtect:
 		e.Rule, e.Target = RuleFileProtect, eventPath(ev)
 		e.Reason = fmt.Sprintf("%s wrote %s, a file other programs run (persistence), even inside a write root", comm, e.Target)
+	case bpf.EvFileExec:
+		e.Rule, e.Target = RuleFileExec, eventPath(ev)
+		e.Reason = fmt.Sprintf("%s would leave %s a program (an execute bit made, added, written or moved) in a write root: the user's tools would run it", comm, e.Target)
 	case bpf.EvFileHardlink:
 		e.Rule, e.Target = RuleFileHardlink, eventPath(ev)
 		e.Reason = fmt.Sprintf("%s opened %s, a file with several hard links, through an allowed directory", comm, e.Target)

@@ -46,6 +46,7 @@ func Steps() map[string]func(string) error {
 		"caps":      caps,
 		"memfdexec": MemfdExec,
 		"name":      Name,
+		"plantexec": PlantExec,
 	}
 }
 
