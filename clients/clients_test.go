@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tailscale/hujson"
 
+	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/internal/testenv"
 )
 
@@ -264,4 +265,24 @@ func TestReplaceKeepsOwner(t *testing.T) {
 	require.NoError(t, err)
 	uid, gid := owner(fi)
 	assert.Equal(t, [2]int{65534, 65534}, [2]int{uid, gid})
+}
+
+// TestProjectConfigsProtected: every project-scope file a client reads as
+// MCP servers is a protected name for a guarded server (launch.IsProtected):
+// a server with a write grant on the project cannot plant the next
+// session's unguarded servers there (red team F3: .gemini and .codex were
+// not).
+func TestProjectConfigsProtected(t *testing.T) {
+	p := t.TempDir()
+	n := 0
+	for _, f := range Files(Env{Home: t.TempDir(), Project: p}) {
+		if f.Scope != "project" {
+			continue
+		}
+		n++
+		rel, err := filepath.Rel(p, f.Path)
+		require.NoError(t, err)
+		assert.True(t, launch.IsProtected(rel), "%s (%s) is not a protected name", rel, f.Client)
+	}
+	assert.NotZero(t, n, "project-scope files listed")
 }

@@ -33,8 +33,15 @@ var (
 	// at any depth (their own name too: a directory renamed into place):
 	// editors' and agents' project settings (VS Code tasks with runOn
 	// folderOpen, Claude Code and Cursor hooks and MCP servers, dev
-	// containers' lifecycle commands) and SSH's configuration.
-	ProtectedTrees = []string{".vscode", ".idea", ".claude", ".cursor", ".devcontainer", ".ssh"}
+	// containers' lifecycle commands) and SSH's configuration. Every
+	// project-scope file package clients reads as MCP servers lies in
+	// one (TestProjectConfigsProtected there), and so do the other
+	// agents' project settings that start commands or servers (Gemini
+	// CLI, Codex, Zed, Roo Code, Amazon Q, Kiro, Continue, Windsurf;
+	// red team F3), and Mercurial's repository (.hg/hgrc's hooks, as
+	// .git's).
+	ProtectedTrees = []string{".vscode", ".idea", ".claude", ".cursor", ".devcontainer", ".ssh",
+		".gemini", ".codex", ".zed", ".roo", ".amazonq", ".kiro", ".continue", ".windsurf", ".hg"}
 	// OutsideGitNames are protected anywhere but below a .git: a directory
 	// holding HEAD, objects and refs is a bare repository, whose config
 	// git obeys in any directory below it.
