@@ -53,6 +53,9 @@ var Names = []string{
 	"pytest.ini", "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".bazelrc", "MODULE.bazel",
 	"requirements.txt", "requirements-dev.txt", "constraints.txt",
 	"bitbucket-pipelines.yml", ".drone.yml",
+	// What picks the compiler or runtime the user's next command runs
+	// (rustup follows a toolchain file's path; bun preloads modules).
+	"rust-toolchain", "rust-toolchain.toml", "bunfig.toml", "deno.json", "deno.jsonc",
 }
 
 // Suffixes of the files reported: .pth files run code at every start of
@@ -62,21 +65,47 @@ var Suffixes = []string{".pth", ".mk"}
 // Trees are directories whose files are all reported (CI definitions,
 // git-hook managers' scripts, Cargo's project configuration with its
 // rustc-wrapper and runners, Maven's extensions and JVM options).
-var Trees = []string{".github", ".circleci", ".husky", ".gitlab", ".buildkite", ".cargo", ".mvn"}
+// Python's bytecode caches are there too: a .pyc whose header carries the
+// unchanged source's size and mtime runs in its place on the next import,
+// and neither a diff of the sources nor git status shows it (red team F7).
+var Trees = []string{".github", ".circleci", ".husky", ".gitlab", ".buildkite", ".cargo", ".mvn", "__pycache__"}
 
 // skip are directories not walked: dependencies (their files change with
 // every install) and git's own data (protected by name instead).
 var skip = []string{"node_modules", ".git"}
 
 // Watched reports whether the path (relative to a write root, or
-// absolute) is a file the report covers: not below node_modules or .git.
+// absolute) is a file the report covers: Listed, and besides the lists
+// every hidden entry and everything below a hidden directory, relative to
+// the write root (not below node_modules or .git). The names and trees of
+// the lists are examples of a convention, not its whole (rust-toolchain's
+// directory, .tool-versions, .pdbrc, .exrc, .nvim.lua, .env, the next
+// agent's settings: red team F2, F3), and a review of a project's files
+// does not see hidden ones. An absolute path is judged by the lists only:
+// which of its directories are the write root's is not known here.
 func Watched(rel string) bool {
+	if Listed(rel) {
+		return true
+	}
+	clean := filepath.ToSlash(filepath.Clean(rel))
+	parts := strings.Split(clean, "/")
+	if strings.HasPrefix(clean, "/") || slices.ContainsFunc(parts[:len(parts)-1], skipped) {
+		return false
+	}
+	return slices.ContainsFunc(parts, hidden)
+}
+
+func skipped(dir string) bool { return slices.Contains(skip, dir) }
+
+// Listed reports whether the path (relative to a write root, or absolute)
+// is one of the files the lists name (Names, Suffixes, Trees), not below
+// node_modules or .git: what filesystem.protect_exec_config refuses on
+// both backends (the BPF programs look the same lists up by name).
+func Listed(rel string) bool {
 	parts := strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/")
 	name := parts[len(parts)-1]
-	for _, d := range parts[:len(parts)-1] {
-		if slices.Contains(skip, d) {
-			return false
-		}
+	if slices.ContainsFunc(parts[:len(parts)-1], skipped) {
+		return false
 	}
 	if slices.Contains(Names, name) {
 		return true
@@ -93,6 +122,9 @@ func Watched(rel string) bool {
 	}
 	return false
 }
+
+// hidden reports whether a path component is a hidden name.
+func hidden(part string) bool { return len(part) > 1 && part[0] == '.' && part != ".." }
 
 // MaxWalk bounds the entries looked at in all write roots together.
 const MaxWalk = 200000
@@ -356,6 +388,9 @@ func diff(p string, a, b *entry) string {
 	return strings.Join(lines, "")
 }
 
+// maxShown is how many changes Report prints on stderr with their diffs.
+const maxShown = 50
+
 // Rule is the audit rule of a reported change.
 const Rule = "report.exec_config_changed"
 
@@ -365,6 +400,9 @@ func Report(w io.Writer, log *audit.Logger, server, config string, changes []Cha
 	if len(changes) == 0 {
 		return
 	}
+	// The audit log gets every change; stderr the first maxShown, then a
+	// count (a server that writes thousands of hidden files does not
+	// bury the terminal).
 	for _, c := range changes {
 		log.Log(audit.Event{Server: server, Config: config, Layer: "L3", Rule: Rule, Decision: audit.Allow,
 			Target: c.Path, Reason: c.Kind + " in a write root; the user's tools run or read it: " + firstLines(c.Diff, 12)})
@@ -373,7 +411,11 @@ func Report(w io.Writer, log *audit.Logger, server, config string, changes []Cha
 		return
 	}
 	fmt.Fprintf(w, "mcpguard: session change report (%s): %d file(s) the user's tools run, read as configuration, or follow out of the write roots changed:\n", server, len(changes))
-	for _, c := range changes {
+	for i, c := range changes {
+		if i == maxShown {
+			fmt.Fprintf(w, "  ... and %d more: the audit log lists every one (rule %s)\n", len(changes)-maxShown, Rule)
+			break
+		}
 		fmt.Fprintf(w, "  %s %s\n", c.Kind, c.Path)
 		for _, l := range strings.SplitAfter(strings.TrimRight(c.Diff, "\n"), "\n") {
 			fmt.Fprintf(w, "    %s", strings.TrimRight(l, "\n")+"\n")

@@ -17,10 +17,20 @@ import (
 func TestWatched(t *testing.T) {
 	for _, p := range []string{"package.json", "a/b/package.json", ".venv/lib/python3.11/site-packages/evil.pth",
 		"Makefile", "x/rules.mk", ".github/workflows/ci.yml", "yarn.lock", "pyproject.toml",
-		".cargo/config.toml", "eslint.config.js", "gradlew", "mise.toml", ".mvn/extensions.xml"} {
+		".cargo/config.toml", "eslint.config.js", "gradlew", "mise.toml", ".mvn/extensions.xml",
+		"pkg/__pycache__/util.cpython-311.pyc"} {
 		assert.True(t, changes.Watched(p), p)
+		assert.True(t, changes.Listed(p), p)
 	}
-	for _, p := range []string{"README.md", "src/main.go", ".pth", "node_modules/x/package.json", ".git/config", "notes/Makefile.txt"} {
+	// Hidden entries, and what is below a hidden directory, are reported
+	// (relative to the write root) but not listed: the switch refuses
+	// only the lists.
+	for _, p := range []string{".pth", ".tool-versions", ".tc/bin/cargo", "a/.env", ".gemini/settings.json", "notes/.vscode-notes.md"} {
+		assert.True(t, changes.Watched(p), p)
+		assert.False(t, changes.Listed(p), p)
+	}
+	for _, p := range []string{"README.md", "src/main.go", "node_modules/x/package.json", "node_modules/.bin/jest",
+		".git/config", "notes/Makefile.txt", "/root/.cache/ws/README.md"} {
 		assert.False(t, changes.Watched(p), p)
 	}
 }
@@ -129,4 +139,36 @@ func writer(t *testing.T, ws string) func(p, s string) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(ws, p), []byte(s), 0o644))
 	}
+}
+
+// TestReportHiddenAndCaches: a bytecode cache planted beside an unchanged
+// source (red team F7), a toolchain file and its hidden directory (F2) and
+// another agent's settings (F3) are reported; an ordinary file is not.
+// Past maxShown changes stderr gives a count, the audit log every one.
+func TestReportHiddenAndCaches(t *testing.T) {
+	ws := t.TempDir()
+	w := writer(t, ws)
+	w("util.py", "def f(): pass\n")
+	before := changes.Take([]string{ws})
+	w("__pycache__/util.cpython-311.pyc", "\x00\x00payload")
+	w("rust-toolchain.toml", "[toolchain]\npath = \"tc\"\n")
+	w(".tool-versions", "nodejs 20\n")
+	w(".gemini/settings.json", "{}\n")
+	w("notes.txt", "x\n")
+	got := changes.Compare(before, changes.Take([]string{ws}))
+	var paths []string
+	for _, c := range got {
+		rel, _ := filepath.Rel(ws, c.Path)
+		paths = append(paths, rel)
+	}
+	assert.ElementsMatch(t, []string{"__pycache__/util.cpython-311.pyc", "rust-toolchain.toml", ".tool-versions", ".gemini/settings.json"}, paths)
+
+	for i := range 60 {
+		w(".cache/f"+strconv.Itoa(i), "x\n")
+	}
+	got = changes.Compare(before, changes.Take([]string{ws}))
+	var log, out strings.Builder
+	changes.Report(&out, audit.New(&log), "s", "C-full", got)
+	assert.Equal(t, len(got), strings.Count(log.String(), "\n"), "the audit log lists every change")
+	assert.Contains(t, out.String(), "... and 14 more")
 }
