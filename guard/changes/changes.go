@@ -60,7 +60,8 @@ var Names = []string{
 
 // Suffixes of the files reported: .pth files run code at every start of
 // the Python that owns their site-packages; .mk files are Makefiles.
-var Suffixes = []string{".pth", ".mk"}
+// A sourceless .pyc imports in place of a module of its name.
+var Suffixes = []string{".pth", ".mk", ".pyc"}
 
 // Trees are directories whose files are all reported (CI definitions,
 // git-hook managers' scripts, Cargo's project configuration with its

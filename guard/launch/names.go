@@ -39,9 +39,13 @@ var (
 	// agents' project settings that start commands or servers (Gemini
 	// CLI, Codex, Zed, Roo Code, Amazon Q, Kiro, Continue, Windsurf;
 	// red team F3), and Mercurial's repository (.hg/hgrc's hooks, as
-	// .git's).
+	// .git's). Python's bytecode caches too: a .pyc whose header carries
+	// the unchanged source's size and mtime runs in its place on the
+	// user's next import, and no diff of the sources shows it (F7);
+	// Python writes its caches where it can and goes on without them.
 	ProtectedTrees = []string{".vscode", ".idea", ".claude", ".cursor", ".devcontainer", ".ssh",
-		".gemini", ".codex", ".zed", ".roo", ".amazonq", ".kiro", ".continue", ".windsurf", ".hg"}
+		".gemini", ".codex", ".zed", ".roo", ".amazonq", ".kiro", ".continue", ".windsurf", ".hg",
+		"__pycache__"}
 	// OutsideGitNames are protected anywhere but below a .git: a directory
 	// holding HEAD, objects and refs is a bare repository, whose config
 	// git obeys in any directory below it.
