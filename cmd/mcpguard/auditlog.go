@@ -115,6 +115,9 @@ type auditGroup struct {
 	lastEvent           int // 1-based number in the file
 	targets             []string
 	example             audit.Event
+	// suppressed is what the session's summaries say was not written
+	// (audit.Logger.Limited).
+	suppressed int
 }
 
 func printAuditSummary(w io.Writer, h hinter, events []audit.Event, f auditFilter) {
@@ -131,6 +134,13 @@ func printAuditSummary(w io.Writer, h hinter, events []audit.Event, f auditFilte
 			g = &auditGroup{server: e.Server, layer: e.Layer, rule: e.Rule}
 			groups[k] = g
 			order = append(order, k)
+		}
+		if e.Suppressed > 0 {
+			g.suppressed += e.Suppressed
+			if g.n == 0 {
+				g.last, g.lastEvent, g.example = e.Time, i+1, e
+			}
+			continue
 		}
 		g.n++
 		g.last, g.lastEvent, g.example = e.Time, i+1, e
@@ -150,7 +160,11 @@ func printAuditSummary(w io.Writer, h hinter, events []audit.Event, f auditFilte
 			server = g.server
 			fmt.Fprintf(w, "\n%s%s\n", orDash(server), h.whose(server))
 		}
-		fmt.Fprintf(w, "  %s %s  %d× (last %s)\n", g.layer, g.rule, g.n, g.last.Local().Format("2006-01-02 15:04:05"))
+		more := ""
+		if g.suppressed > 0 {
+			more = fmt.Sprintf(" and %d more not written", g.suppressed)
+		}
+		fmt.Fprintf(w, "  %s %s  %d×%s (last %s)\n", g.layer, g.rule, g.n, more, g.last.Local().Format("2006-01-02 15:04:05"))
 		var shown []string
 		for _, t := range g.targets[:min(3, len(g.targets))] {
 			if len(t) > 100 { // env.filtered names every variable it held back
@@ -165,7 +179,9 @@ func printAuditSummary(w io.Writer, h hinter, events []audit.Event, f auditFilte
 			fmt.Fprintf(w, "      %s\n", strings.Join(shown, ", "))
 		}
 		fmt.Fprintf(w, "      last: %s\n", g.example.Reason)
-		fmt.Fprintf(w, "      allow: %s\n", h.allow(g.example, g.lastEvent))
+		if g.example.Suppressed == 0 {
+			fmt.Fprintf(w, "      allow: %s\n", h.allow(g.example, g.lastEvent))
+		}
 	}
 }
 
@@ -274,8 +290,11 @@ func followAudit(ctx context.Context, w io.Writer, h hinter, skip int, f auditFi
 				if json.Unmarshal(line, &e) != nil || n <= skip || !f.keep(e) {
 					continue
 				}
-				fmt.Fprintf(w, "%s %s %s %s %s: %s\n      allow: %s\n", e.Time.Local().Format("15:04:05"), orDash(e.Server),
-					e.Layer, e.Rule, e.Decision, e.Reason, h.allow(e, n))
+				fmt.Fprintf(w, "%s %s %s %s %s: %s\n", e.Time.Local().Format("15:04:05"), orDash(e.Server),
+					e.Layer, e.Rule, e.Decision, e.Reason)
+				if e.Suppressed == 0 { // a summary names no one target
+					fmt.Fprintf(w, "      allow: %s\n", h.allow(e, n))
+				}
 			}
 		}
 		select {

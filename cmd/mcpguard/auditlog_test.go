@@ -121,3 +121,20 @@ func TestAuditWrappedServer(t *testing.T) {
 	_, out, _ = runIn(t, nil, "audit", "--server", "file")
 	assert.Contains(t, out, "no denials", "a prefix of a name is not the name")
 }
+
+// TestAuditSuppressed: a session's summary of the events it did not write
+// (audit.Logger.Limited) adds to its rule's count and does not stand in
+// for the rule's last event or what would allow it.
+func TestAuditSuppressed(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	e := audit.Event{Time: time.Now().Add(-time.Minute), Server: "fs", Config: "C-full-landlock", Layer: "L3",
+		Rule: "file.protected_denied", Decision: audit.Deny, Target: "/ws/.bashrc", Reason: "create of a protected name refused"}
+	sum := audit.Event{Time: time.Now(), Server: "fs", Config: "C-full-landlock", Layer: "L3",
+		Rule: "file.protected_denied", Decision: audit.Deny, Suppressed: 5000, Reason: "5000 more file.protected_denied events suppressed this session"}
+	writeEvents(t, file, e, e, sum)
+	code, out, stderr := runIn(t, nil, "audit", "--file", file)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "L3 file.protected_denied  2× and 5000 more not written")
+	assert.Contains(t, out, "last: create of a protected name refused")
+	assert.Contains(t, out, "/ws/.bashrc")
+}

@@ -26,7 +26,6 @@ const (
 	RulePrivateAddr   = "net.private_denied"
 	RuleDialFailed    = "net.dial_failed"
 	RuleConnectDenied = "net.connect_denied"
-	maxAuditPerRule   = 100
 	dialTimeout       = 10 * time.Second
 	handshakeTimeout  = 10 * time.Second
 )
@@ -38,7 +37,9 @@ type Resolver interface {
 
 // Options configure a Filter. The zero value is right outside tests.
 type Options struct {
-	// Audit receives one event per refused name, request or connection.
+	// Audit receives one event per refused name, request or connection:
+	// the sandboxes pass their session's audit.Logger.Limited, so that a
+	// server cannot flood the log.
 	Audit          *audit.Logger
 	Server, Config string
 	// OnDenial, when set, is called with each refusal Audit gets (the live
@@ -68,7 +69,6 @@ type Filter struct {
 	fakes   map[string]netip.Addr
 	byFake  map[netip.Addr]string
 	next    netip.Addr
-	denials map[string]int
 	conns   map[net.Conn]bool
 }
 
@@ -85,7 +85,7 @@ func New(plan Plan, o Options) *Filter {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Filter{plan: plan, o: o, ctx: ctx, cancel: cancel,
 		fakes: map[string]netip.Addr{}, byFake: map[netip.Addr]string{},
-		next: FakeRange.Addr().Next(), denials: map[string]int{}, conns: map[net.Conn]bool{}}
+		next: FakeRange.Addr().Next(), conns: map[net.Conn]bool{}}
 	if plan.HasNames() {
 		f.dns = nameservers(o.ResolvConf)
 	}
@@ -416,18 +416,10 @@ const ReasonPrefix = "egress filter: "
 // a kernel backend under the same rule name, e.g. net.connect_denied).
 func FromFilter(e audit.Event) bool { return strings.HasPrefix(e.Reason, ReasonPrefix) }
 
-// deny logs a refusal (at most maxAuditPerRule per rule, so a server
-// cannot flood the log) and hands it to OnDenial, but for a granted
-// destination that could not be reached (RuleDialFailed: nothing a policy
-// line would change).
+// deny logs a refusal (Options.Audit bounds how many) and hands it to
+// OnDenial, but for a granted destination that could not be reached
+// (RuleDialFailed: nothing a policy line would change).
 func (f *Filter) deny(rule, target, reason string) {
-	f.mu.Lock()
-	f.denials[rule]++
-	n := f.denials[rule]
-	f.mu.Unlock()
-	if n > maxAuditPerRule {
-		return
-	}
 	e := audit.Event{Server: f.o.Server, Config: f.o.Config, Layer: "L3",
 		Rule: rule, Decision: audit.Deny, Target: target, Reason: ReasonPrefix + reason}
 	f.o.Audit.Log(e)

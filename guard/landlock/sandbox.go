@@ -35,8 +35,9 @@ type Options struct {
 	Probe Probe
 	// Note is added to Limits, e.g. why `--l3 auto` chose this backend.
 	Note string
-	// Audit receives what Prepare excluded or refused (hard links);
-	// Server and Config label those events.
+	// Audit receives what Prepare excluded or refused (hard links) and
+	// the refusals of the server's session, these bounded (Limited, with
+	// a summary at Close); Server and Config label those events.
 	Audit          *audit.Logger
 	Server, Config string
 	// Report receives the session change report (package changes);
@@ -67,6 +68,10 @@ type Sandbox struct {
 	wrapper  string
 	note     string
 	opts     Options
+	// denials logs the refusals the server provokes (the supervised write
+	// roots', the kernel's records, the egress filter's): at most
+	// audit.MaxPerTarget and audit.MaxPerRule, summarized at Close.
+	denials *audit.Logger
 	// stopWatch ends the audit record watcher; live says how denials are
 	// reported while the server runs.
 	stopWatch func()
@@ -142,7 +147,7 @@ func New(p *policy.Policy, o Options) (*Sandbox, error) {
 	}
 	res := runtime.New(runtime.Options{ExtraRead: p.Runtime.Read, ExtraExec: p.Runtime.Exec, Writable: r.WriteRoots(), Cache: o.RuntimeCache})
 	return &Sandbox{rules: r, resolver: res, abi: abi, wrapper: w, note: o.Note, opts: o, plan: plan, limits: lim,
-		execConfig: p.Filesystem.ProtectExecConfig}, nil
+		execConfig: p.Filesystem.ProtectExecConfig, denials: o.Audit.Limited(audit.MaxPerTarget, audit.MaxPerRule)}, nil
 }
 
 func exists(path string) bool {
@@ -250,7 +255,7 @@ func (s *Sandbox) egress(cmd *exec.Cmd, spec *launch.Spec, r *Rules) error {
 	if s.plan.Empty() {
 		return nil
 	}
-	f := egress.New(s.plan, egress.Options{Audit: s.opts.Audit, Server: s.opts.Server, Config: s.opts.Config, OnDenial: s.opts.OnDenial})
+	f := egress.New(s.plan, egress.Options{Audit: s.denials, Server: s.opts.Server, Config: s.opts.Config, OnDenial: s.opts.OnDenial})
 	gate, err := launch.AttachEgress(cmd, spec)
 	if err != nil {
 		return fmt.Errorf("landlock prepare: %w", err)
@@ -301,7 +306,7 @@ func (s *Sandbox) readEvents(r io.Reader) {
 			Rule: ev.Rule, Decision: audit.Deny, Target: ev.Target,
 			Reason: ev.Op + " of a protected name refused: the user's tools run or obey what it holds",
 		}
-		s.opts.Audit.Log(e)
+		s.denials.Log(e)
 		if s.opts.OnDenial != nil {
 			s.opts.OnDenial(e)
 		}
@@ -431,7 +436,7 @@ func (s *Sandbox) watch(pid int) {
 	stop, err := auditlog.Watch(pid, func(d auditlog.Denial) {
 		e := denialEvent(d)
 		e.Server, e.Config = s.opts.Server, s.opts.Config
-		s.opts.Audit.Log(e)
+		s.denials.Log(e)
 		s.opts.OnDenial(e)
 	})
 	if err != nil {
@@ -476,6 +481,7 @@ func (s *Sandbox) Close() error {
 		s.stopWatch()
 		s.stopWatch = nil
 	}
+	s.denials.Summarize()
 	if s.before != nil {
 		w := s.opts.Report
 		if w == nil {

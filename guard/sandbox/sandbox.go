@@ -47,7 +47,9 @@ type Options struct {
 	CgroupParent string
 	// Server and Config label audit events.
 	Server, Config string
-	// Audit receives one event per kernel denial.
+	// Audit receives one event per kernel denial, at most
+	// audit.MaxPerTarget and audit.MaxPerRule (Limited) with a summary of
+	// the rest at Close.
 	Audit *audit.Logger
 	// OnDenial, when set, is called with each kernel denial as it is read
 	// from the ring buffer (after Audit), while the server runs.
@@ -103,6 +105,9 @@ type Session struct {
 	gate   *launch.Gate
 	// before is the snapshot the session change report compares with.
 	before *changes.Snapshot
+	// denials logs the kernel's and the egress filter's refusals, bounded
+	// (Options.Audit).
+	denials *audit.Logger
 }
 
 var _ guard.Sandbox = (*Session)(nil)
@@ -129,16 +134,17 @@ func New(ctx context.Context, p *policy.Policy, o Options) (*Session, error) {
 		return nil, fmt.Errorf("compile policy: %w", err)
 	}
 	var filter *egress.Filter
+	denials := o.Audit.Limited(audit.MaxPerTarget, audit.MaxPerRule)
 	rules.Net = InsideNet(egress.Loopback())
 	if !plan.Empty() {
-		filter = egress.New(plan, egress.Options{Audit: o.Audit, Server: o.Server, Config: o.Config, OnDenial: o.OnDenial})
+		filter = egress.New(plan, egress.Options{Audit: denials, Server: o.Server, Config: o.Config, OnDenial: o.OnDenial})
 		rules.Net = InsideNet(plan.InsideRules(filter.DNSAddrs()))
 	}
 	objs, err := open(o.PinRoot)
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{opts: o, pol: p, objs: objs, rules: rules, filter: filter}
+	s := &Session{opts: o, pol: p, objs: objs, rules: rules, filter: filter, denials: denials}
 	s.resolver = runtime.New(runtime.Options{ExtraRead: p.Runtime.Read, ExtraExec: p.Runtime.Exec, Writable: s.writeRoots(), Cache: o.RuntimeCache})
 	return s, nil
 }
@@ -435,7 +441,7 @@ func (s *Session) read() {
 			s.first = append(s.first, e)
 		}
 		s.mu.Unlock()
-		s.opts.Audit.Log(e)
+		s.denials.Log(e)
 		if s.opts.OnDenial != nil {
 			s.opts.OnDenial(e)
 		}
@@ -557,6 +563,7 @@ func (s *Session) Close() error {
 		<-s.done
 		errs = append(errs, s.rd.Close())
 	}
+	s.denials.Summarize()
 	if s.id != 0 {
 		s.objs.Cgroups.Delete(s.id)
 		s.objs.Events.Delete(s.id)
