@@ -8,11 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -20,6 +18,7 @@ import (
 	"github.com/mcpguard/mcpguard/clients"
 	"github.com/mcpguard/mcpguard/clients/scan"
 	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/guard/landlock"
 )
@@ -392,7 +391,7 @@ func printScan(w io.Writer, rep scanReport) {
 		if r.Error != "" {
 			status = "not scanned: " + r.Error
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", shown(r.ID), r.Tools, r.Prompts, r.Resources, shown(status))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", audit.Printable(r.ID), r.Tools, r.Prompts, r.Resources, audit.Printable(status))
 	}
 	tw.Flush()
 	if len(rep.Findings) == 0 {
@@ -404,22 +403,8 @@ func printScan(w io.Writer, rep scanReport) {
 	fmt.Fprintln(tw, "SEVERITY\tRULE\tSERVER\tDEFINITION\tDETAIL")
 	for _, f := range rep.Findings {
 		def := strings.TrimSpace(f.Kind + " " + f.Name)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Severity, f.Rule, shown(f.Server), shown(def), shown(f.Detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Severity, f.Rule, audit.Printable(f.Server), audit.Printable(def), audit.Printable(f.Detail))
 	}
 	tw.Flush()
 }
 
-// shown is s as the table prints it: text a server supplied (a tool's
-// name, an error it caused) with control and format characters, which a
-// terminal obeys (escape sequences that move the cursor, erase a finding's
-// line, or retitle the window; tabs and newlines that break the table),
-// written as Go escapes (red team: a tool name erased its own finding).
-func shown(s string) string {
-	for _, r := range s {
-		if !unicode.IsGraphic(r) {
-			q := strconv.QuoteToGraphic(s)
-			return q[1 : len(q)-1]
-		}
-	}
-	return s
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpguard/mcpguard/clients/scan"
+	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/landlock"
 	"github.com/mcpguard/mcpguard/internal/testenv"
 )
@@ -94,6 +95,6 @@ func TestScanPrintsNoControls(t *testing.T) {
 	}
 	assert.Contains(t, got, `evil\r\x1b[2K\x1b[1A\x1b[2K0 findings.\t\u202e`)
 	assert.Contains(t, got, "1 findings:")
-	assert.Equal(t, "read_file", shown("read_file"), "plain names as they are")
-	assert.Equal(t, "café résumé", shown("café résumé"))
+	assert.Equal(t, "read_file", audit.Printable("read_file"), "plain names as they are")
+	assert.Equal(t, "café résumé", audit.Printable("café résumé"))
 }
