@@ -53,6 +53,8 @@ var Names = []string{
 	"pytest.ini", "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".bazelrc", "MODULE.bazel",
 	"requirements.txt", "requirements-dev.txt", "constraints.txt",
 	"bitbucket-pipelines.yml", ".drone.yml",
+	// What the next coding agent reads as its instructions.
+	"CLAUDE.md", "AGENTS.md", "GEMINI.md",
 	// What picks the compiler or runtime the user's next command runs
 	// (rustup follows a toolchain file's path; bun preloads modules).
 	"rust-toolchain", "rust-toolchain.toml", "bunfig.toml", "deno.json", "deno.jsonc",
@@ -61,7 +63,8 @@ var Names = []string{
 // Suffixes of the files reported: .pth files run code at every start of
 // the Python that owns their site-packages; .mk files are Makefiles.
 // A sourceless .pyc imports in place of a module of its name.
-var Suffixes = []string{".pth", ".mk", ".pyc"}
+// A VS Code workspace file carries tasks that run when it is opened.
+var Suffixes = []string{".pth", ".mk", ".pyc", ".code-workspace"}
 
 // Trees are directories whose files are all reported (CI definitions,
 // git-hook managers' scripts, Cargo's project configuration with its
@@ -138,6 +141,25 @@ type entry struct {
 	sum     [32]byte
 	content []byte // nil when larger than maxContent
 	size    int64
+	// hashed: sum and content were read (a Listed file); otherwise the
+	// file is compared by meta alone, which costs one lstat (a
+	// virtualenv's or a hidden cache's thousands of files).
+	hashed bool
+	meta   meta
+}
+
+// meta is what tells a file changed without reading it: the change time is
+// the kernel's, which no unprivileged process sets back (touch -d sets the
+// modification time only).
+type meta struct {
+	ino, size, ctime int64
+	mode             uint32
+}
+
+func metaOf(fi fs.FileInfo) meta {
+	m := meta{size: fi.Size(), mode: uint32(fi.Mode())}
+	m.ino, m.ctime = inoCtime(fi)
+	return m
 }
 
 // Snapshot is the watched files of the write roots at one moment, and
@@ -153,11 +175,24 @@ type Snapshot struct {
 	// or a start-up file.
 	links    map[string]link
 	Complete bool // false when the walk stopped at MaxWalk
+	// git holds the repositories the walk met (their refs, HEAD and
+	// index: git's data, which the server may write, decides what the
+	// user's next checkout writes; red team F8).
+	git *GitSnapshot
+	// protected is launch.IsProtected (passed in: package launch
+	// imports this one), for the git comparison.
+	protected func(rel string) bool
 }
 
 // Take snapshots the watched files under roots (directories; symlinks
-// are not followed).
-func Take(roots []string) *Snapshot { return take(roots, MaxWalk) }
+// are not followed) and the git repositories among them. protected says
+// which paths (relative to a write root) are protected names, for
+// entries git's index would write there; nil: none.
+func Take(roots []string, protected func(rel string) bool) *Snapshot {
+	s := take(roots, MaxWalk)
+	s.protected = protected
+	return s
+}
 
 // take walks breadth first, each directory's files before its
 // subdirectories, so that a flood of entries deep in one directory (a
@@ -166,57 +201,99 @@ func Take(roots []string) *Snapshot { return take(roots, MaxWalk) }
 // lives — have been read. A walk that stops is marked incomplete, and
 // Compare re-reads the files of the earlier snapshot it did not reach.
 func take(roots []string, limit int) *Snapshot {
-	s := &Snapshot{roots: roots, files: map[string]entry{}, links: map[string]link{}, Complete: true}
+	s := &Snapshot{roots: roots, files: map[string]entry{}, links: map[string]link{}, Complete: true,
+		git: &GitSnapshot{Repos: map[string]*GitState{}, Complete: true, roots: roots}}
+	defer func() { s.git.Complete = s.Complete }()
 	seen := 0
 	for _, root := range roots {
-		queue := []string{root}
+		queue := []walkDir{{path: root}}
 		for len(queue) > 0 && s.Complete {
 			dir := queue[0]
 			queue = queue[1:]
-			ents, err := os.ReadDir(dir)
+			ents, err := os.ReadDir(dir.path)
 			if err != nil {
 				continue
+			}
+			// A directory holding pyvenv.cfg is a Python environment:
+			// everything in it is code its python runs or a shell
+			// sources (bin/activate, site-packages), whatever its
+			// name (red team: venv/ is not hidden).
+			if slices.ContainsFunc(ents, func(d fs.DirEntry) bool { return d.Name() == "pyvenv.cfg" && d.Type().IsRegular() }) {
+				dir.code = true
 			}
 			for _, d := range ents {
 				if seen++; seen > limit {
 					s.Complete = false
 					break
 				}
-				p := filepath.Join(dir, d.Name())
+				p := filepath.Join(dir.path, d.Name())
 				if d.IsDir() {
-					if !slices.Contains(skip, d.Name()) {
-						queue = append(queue, p)
+					switch {
+					case d.Name() == "node_modules":
+						// Dependencies change with every install and are
+						// not walked, but npm puts node_modules/.bin first
+						// on PATH for every script: its entries, files or
+						// links, are programs.
+						if fi, err := os.Lstat(filepath.Join(p, ".bin")); err == nil && fi.IsDir() {
+							queue = append(queue, walkDir{path: filepath.Join(p, ".bin"), code: true, programs: true})
+						}
+					case d.Name() == ".git":
+						if _, ok := s.git.Repos[dir.path]; !ok {
+							s.git.Repos[dir.path] = ReadGit(dir.path, relTo(root, dir.path))
+						}
+					case !slices.Contains(skip, d.Name()):
+						queue = append(queue, walkDir{path: p, code: dir.code})
 					}
 					continue
 				}
-				s.add(root, p, d)
+				s.add(root, p, d, dir)
 			}
 		}
 	}
 	return s
 }
 
+// walkDir is a directory the walk will read: in a Python environment or a
+// node_modules/.bin (code: every file is watched), and whether its entries
+// are on a PATH (programs: every link is reported, wherever it leads).
+type walkDir struct {
+	path           string
+	code, programs bool
+}
+
 // add reads p into the snapshot if it is a watched regular file, or a
 // symbolic link out of the roots.
-func (s *Snapshot) add(root, p string, d fs.DirEntry) {
+func (s *Snapshot) add(root, p string, d fs.DirEntry, dir walkDir) {
 	if d.Type()&fs.ModeSymlink != 0 {
 		if t, out, ok := s.leads(p); ok {
-			s.links[p] = link{t, out}
+			s.links[p] = link{t, out, dir.programs}
 		}
 		return
 	}
 	rel, err := filepath.Rel(root, p)
-	if err != nil || !Watched(rel) || !d.Type().IsRegular() {
+	if err != nil || !d.Type().IsRegular() {
 		return
 	}
-	if e, ok := read(p); ok {
-		s.files[p] = e
+	switch {
+	case Listed(rel):
+		if e, ok := read(p); ok {
+			s.files[p] = e
+		}
+	case dir.code || Watched(rel):
+		if fi, err := d.Info(); err == nil {
+			s.files[p] = entry{meta: metaOf(fi)}
+		}
 	}
 }
 
 type link struct {
 	target string
 	out    bool
+	// program: the link is on a PATH (node_modules/.bin): the user's
+	// tools run what it leads to under its name, wherever that is
+	// (red team: .bin/eslint -> /usr/bin/python3 ran the workspace's
+	// __main__.py on npm run lint).
+	program bool
 }
 
 // leads returns link p's target and whether it lies outside every root:
@@ -258,13 +335,25 @@ func (s *Snapshot) inRoots(p string) bool {
 }
 
 // reread reads p as it is now, for a file an incomplete walk did not
-// reach: ok is false when p is no longer a regular file.
-func reread(p string) (entry, bool) {
+// reach, the way was was (hashed or by meta): ok is false when p is no
+// longer a regular file.
+func reread(p string, was entry) (entry, bool) {
 	fi, err := os.Lstat(p)
 	if err != nil || !fi.Mode().IsRegular() {
 		return entry{}, false
 	}
+	if !was.hashed {
+		return entry{meta: metaOf(fi)}, true
+	}
 	return read(p)
+}
+
+// same reports whether two readings of a file are the same file unchanged.
+func same(a, b entry) bool {
+	if a.hashed && b.hashed {
+		return a.sum == b.sum
+	}
+	return a.meta == b.meta && a.hashed == b.hashed
 }
 
 func read(p string) (entry, bool) {
@@ -279,7 +368,7 @@ func read(p string) (entry, bool) {
 	if err != nil {
 		return entry{}, false
 	}
-	e := entry{size: n}
+	e := entry{size: n, hashed: true}
 	copy(e.sum[:], h.Sum(nil))
 	if n <= maxContent {
 		e.content = buf.Bytes()
@@ -319,7 +408,7 @@ func Compare(before, after *Snapshot) []Change {
 		switch {
 		case !ok:
 			out = append(out, Change{Path: p, Kind: "created", Diff: diff(p, nil, &a)})
-		case a.sum != b.sum:
+		case !same(a, b):
 			out = append(out, Change{Path: p, Kind: "changed", Diff: diff(p, &b, &a)})
 		}
 	}
@@ -329,8 +418,8 @@ func Compare(before, after *Snapshot) []Change {
 		}
 		// A walk that stopped early did not look: ask the file itself.
 		if !after.Complete {
-			if a, ok := reread(p); ok {
-				if a.sum != b.sum {
+			if a, ok := reread(p, b); ok {
+				if !same(a, b) {
 					out = append(out, Change{Path: p, Kind: "changed", Diff: diff(p, &b, &a)})
 				}
 				continue
@@ -339,16 +428,17 @@ func Compare(before, after *Snapshot) []Change {
 		out = append(out, Change{Path: p, Kind: "removed", Diff: diff(p, &b, nil)})
 	}
 	for p, l := range after.links {
-		if !l.out {
+		if !l.out && !l.program {
 			continue
 		}
 		switch b, ok := before.links[p]; {
 		case !ok:
-			out = append(out, Change{Path: p, Kind: "created", Diff: linkNote(l.target)})
+			out = append(out, Change{Path: p, Kind: "created", Diff: linkNote(l)})
 		case b != l:
-			out = append(out, Change{Path: p, Kind: "changed", Diff: linkNote(l.target)})
+			out = append(out, Change{Path: p, Kind: "changed", Diff: linkNote(l)})
 		}
 	}
+	out = append(out, CompareGit(before.git, after.git, before.protected)...)
 	if !before.Complete || !after.Complete {
 		// Said loudly: a watched file created past the limit is not in
 		// this report (the server may have flooded its roots for that).
@@ -359,11 +449,17 @@ func Compare(before, after *Snapshot) []Change {
 	return out
 }
 
-func linkNote(target string) string {
-	return "symbolic link to " + target + ", outside the write roots: whatever reads or writes it later reaches that instead\n"
+func linkNote(l link) string {
+	if l.program {
+		return "symbolic link to " + l.target + " on npm's PATH: the user's scripts run it under this name\n"
+	}
+	return "symbolic link to " + l.target + ", outside the write roots: whatever reads or writes it later reaches that instead\n"
 }
 
 func diff(p string, a, b *entry) string {
+	if a != nil && !a.hashed || b != nil && !b.hashed {
+		return "(content not kept: a hidden file, or one in a Python environment or node_modules/.bin; look at it yourself)"
+	}
 	text := func(e *entry) ([]string, bool) {
 		if e == nil {
 			return nil, true
@@ -417,9 +513,12 @@ func Report(w io.Writer, log *audit.Logger, server, config string, changes []Cha
 			fmt.Fprintf(w, "  ... and %d more: the audit log lists every one (rule %s)\n", len(changes)-maxShown, Rule)
 			break
 		}
-		fmt.Fprintf(w, "  %s %s\n", c.Kind, c.Path)
-		for _, l := range strings.SplitAfter(strings.TrimRight(c.Diff, "\n"), "\n") {
-			fmt.Fprintf(w, "    %s", strings.TrimRight(l, "\n")+"\n")
+		// Paths and lines the server wrote reach the terminal escaped
+		// (red team: a changed file's escape sequences erased its own
+		// lines of this report).
+		fmt.Fprintf(w, "  %s %s\n", c.Kind, audit.Printable(c.Path))
+		for _, l := range strings.Split(strings.TrimRight(c.Diff, "\n"), "\n") {
+			fmt.Fprintf(w, "    %s\n", audit.Printable(l))
 		}
 	}
 }

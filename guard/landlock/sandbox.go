@@ -194,7 +194,7 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 		s.log(launch.RuleProtectWalk, "", launch.ProtectWalkReason())
 	}
 	s.roots = r.WriteRoots()
-	s.before = changes.Take(s.roots)
+	s.before = changes.Take(s.roots, launch.IsProtected)
 	spec.ExecConfig = s.execConfig
 	spec.Landlock = r
 	spec.Readable, spec.Reach = reachOf(r)
@@ -487,7 +487,7 @@ func (s *Sandbox) Close() error {
 		if w == nil {
 			w = os.Stderr
 		}
-		changes.Report(w, s.opts.Audit, s.opts.Server, s.opts.Config, changes.Compare(s.before, changes.Take(s.roots)))
+		changes.Report(w, s.opts.Audit, s.opts.Server, s.opts.Config, changes.Compare(s.before, changes.Take(s.roots, launch.IsProtected)))
 		s.before = nil
 	}
 	var errs []error

@@ -222,7 +222,7 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 		s.opts.Audit.Log(audit.Event{Server: s.opts.Server, Config: s.opts.Config, Layer: "L3",
 			Rule: RuleProtectWalk, Decision: audit.Deny, Reason: launch.ProtectWalkReason()})
 	}
-	s.before = changes.Take(s.writeRoots())
+	s.before = changes.Take(s.writeRoots(), launch.IsProtected)
 	self := s.opts.Self
 	if self == "" {
 		if self, err = os.Executable(); err != nil {
@@ -603,7 +603,7 @@ func (s *Session) report() {
 	if w == nil {
 		w = os.Stderr
 	}
-	changes.Report(w, s.opts.Audit, s.opts.Server, s.opts.Config, changes.Compare(s.before, changes.Take(s.writeRoots())))
+	changes.Report(w, s.opts.Audit, s.opts.Server, s.opts.Config, changes.Compare(s.before, changes.Take(s.writeRoots(), launch.IsProtected)))
 	s.before = nil
 }
 
