@@ -24,9 +24,13 @@
 // checked by the kernel against the real attributes (default_permissions)
 // before a request arrives, new entries are given to the caller's uid and
 // gid, set-id bits are stripped, hard links, device nodes, extended
-// attributes and changes of owner are refused. Reads and writes of an
-// open file go to the real file directly where the kernel has FUSE
-// passthrough (6.9+).
+// attributes and changes of owner are refused, and so is every ioctl but
+// the queries of attribute flags. What can allocate disk space (names,
+// opens, writes, fallocate, truncate) is done on a thread with the
+// caller's fsuid and fsgid and without CAP_SYS_RESOURCE, so that root's
+// reserved blocks and quotas hold for it (creds.go). Reads and writes of
+// an open file go to the real file directly where the kernel has FUSE
+// passthrough (6.9+), judged as its opener.
 package namefs
 
 import (
@@ -79,6 +83,8 @@ type root struct {
 	fd    int    // the real write root, O_PATH, opened before the mount
 	mount string // where it is mounted (the same path)
 	o     Options
+	// noPassthrough: no backing file is offered to the kernel (tests).
+	noPassthrough bool
 }
 
 // node is one entry; its real file is found again from the root by its
@@ -89,7 +95,9 @@ type node struct {
 }
 
 // Mount opens dir and mounts the supervised view of it over dir itself.
-func Mount(dir string, o Options) (*Server, error) {
+func Mount(dir string, o Options) (*Server, error) { return mount(dir, o, true) }
+
+func mount(dir string, o Options, passthrough bool) (*Server, error) {
 	if o.Protected == nil {
 		return nil, errors.New("namefs: no protected-name rule")
 	}
@@ -97,7 +105,7 @@ func Mount(dir string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("namefs: open %s: %w", dir, err)
 	}
-	r := &root{fd: fd, mount: filepath.Clean(dir), o: o}
+	r := &root{fd: fd, mount: filepath.Clean(dir), o: o, noPassthrough: !passthrough}
 	sec := time.Second
 	opts := &fs.Options{
 		MountOptions: fuse.MountOptions{
@@ -112,8 +120,16 @@ func Mount(dir string, o Options) (*Server, error) {
 		AttrTimeout:     &sec,
 		NegativeTimeout: &sec,
 	}
-	srv, err := fs.Mount(dir, &node{r: r}, opts)
+	// fs.Mount, with the requests that allocate disk space run as their
+	// caller (creds.go).
+	srv, err := fuse.NewServer(judged{fs.NewNodeFS(&node{r: r}, opts)}, dir, &opts.MountOptions)
 	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("namefs: mount %s: %w", dir, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		srv.Unmount()
 		unix.Close(fd)
 		return nil, fmt.Errorf("namefs: mount %s: %w", dir, err)
 	}

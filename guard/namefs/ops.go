@@ -29,6 +29,7 @@ var (
 	_ fs.NodeReadlinker = (*node)(nil)
 	_ fs.NodeReaddirer  = (*node)(nil)
 	_ fs.NodeStatfser   = (*node)(nil)
+	_ fs.NodeIoctler    = (*node)(nil)
 )
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -161,7 +162,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			return nil, 0, e
 		}
 	}
-	return fs.NewLoopbackFile(fd), 0, 0
+	fh, e := n.r.newFile(ctx, fd)
+	return fh, 0, e
 }
 
 // notProgram refuses a write to fd when it is a program (Executable).
@@ -277,7 +279,11 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		unix.Close(fd)
 		return nil, nil, 0, errno(err)
 	}
-	return n.child(ctx, &st, out), fs.NewLoopbackFile(fd), 0, 0
+	fh, e := n.r.newFile(ctx, fd)
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	return n.child(ctx, &st, out), fh, 0, 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -365,4 +371,24 @@ func (n *node) remove(name string, flags int, op string) syscall.Errno {
 	}
 	defer unix.Close(dfd)
 	return errno(unix.Unlinkat(dfd, name, flags))
+}
+
+// fsIocFsgetxattr is FS_IOC_FSGETXATTR, _IOR('X', 31, struct fsxattr).
+const fsIocFsgetxattr = 0x801c581f
+
+// Ioctl passes on only the two queries of a file's attribute flags (the
+// kernel sends them itself for lsattr, FS_IOC_GETFLAGS and
+// FS_IOC_FSGETXATTR) and refuses every other ioctl on a file or
+// directory: this server would issue it on the real file with its own
+// privilege, not the caller's, and the file system's own ioctls trust
+// that: EXT4_IOC_SHUTDOWN (CAP_SYS_ADMIN) from a server running as nobody
+// stopped the whole file system under the write root, FS_IOC_SETFLAGS
+// would set ext4's data journalling flag (CAP_SYS_RESOURCE).
+func (n *node) Ioctl(ctx context.Context, f fs.FileHandle, cmd uint32, arg uint64, input, output []byte) (int32, syscall.Errno) {
+	if cmd == unix.FS_IOC_GETFLAGS || cmd == fsIocFsgetxattr {
+		if io, ok := f.(fs.FileIoctler); ok {
+			return io.Ioctl(ctx, cmd, arg, input, output)
+		}
+	}
+	return 0, syscall.ENOTTY
 }
