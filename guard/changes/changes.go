@@ -54,7 +54,7 @@ var Names = []string{
 	"requirements.txt", "requirements-dev.txt", "constraints.txt",
 	"bitbucket-pipelines.yml", ".drone.yml",
 	// What the next coding agent reads as its instructions.
-	"CLAUDE.md", "AGENTS.md", "GEMINI.md",
+	"CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "GEMINI.md",
 	// What picks the compiler or runtime the user's next command runs
 	// (rustup follows a toolchain file's path; bun preloads modules).
 	"rust-toolchain", "rust-toolchain.toml", "bunfig.toml", "deno.json", "deno.jsonc",

@@ -184,3 +184,40 @@ func FuzzDecodeSpec(f *testing.F) {
 		require.NotNil(t, sp)
 	})
 }
+
+// TestProtectSeparateGitDir: a checkout whose .git is a file pointing at a
+// git directory of another name inside the write root (git clone
+// --separate-git-dir) gets that directory protected as a .git: pinned, its
+// config and hooks read-only (red team: core.fsmonitor in its config ran
+// on the user's git status). One pointing outside every write root is left
+// alone (the server cannot write there).
+func TestProtectSeparateGitDir(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	mk := func(p string) string {
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte("x\n"), 0o644))
+		return p
+	}
+	repo := filepath.Join(ws, "store", "app.git")
+	cfg := mk(filepath.Join(repo, "config"))
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "hooks"), 0o755))
+	mk(filepath.Join(repo, "HEAD"))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "app"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "app", ".git"), []byte("gitdir: ../store/app.git\n"), 0o644))
+	mk(filepath.Join(outside, "o.git", "config"))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "o"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "o", ".git"), []byte("gitdir: "+filepath.Join(outside, "o.git")+"\n"), 0o644))
+
+	pin, ro, complete := launch.Protect([]string{ws})
+	assert.True(t, complete)
+	real, err := filepath.EvalSymlinks(repo)
+	require.NoError(t, err)
+	assert.Contains(t, pin, real)
+	realCfg, _ := filepath.EvalSymlinks(cfg)
+	assert.Contains(t, ro, realCfg)
+	assert.Contains(t, ro, filepath.Join(real, "hooks"))
+	assert.NotContains(t, ro, filepath.Join(real, "HEAD"), "git's data stays writable")
+	for _, p := range append(pin, ro...) {
+		assert.NotContains(t, p, outside)
+	}
+}

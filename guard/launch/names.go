@@ -90,8 +90,13 @@ type GitEntry struct {
 var GitData = []GitEntry{
 	// refs, their logs, the object store; objects/info holds
 	// alternates and http-alternates (object look-ups redirected to
-	// another directory), so only its data files are admitted
-	{"refs", GitDataEntry}, {"logs", GitDataEntry}, {"reftable", GitDataEntry},
+	// another directory), so only its data files are admitted; below
+	// refs, replace refs make git show one object's content in place of
+	// another's (a branch that looks unchanged checks out the server's
+	// tree: red team), and git writes them only when the user runs git
+	// replace
+	{"refs", GitFixedOpen}, {"refs/replace", GitFixedClosed},
+	{"logs", GitDataEntry}, {"reftable", GitDataEntry},
 	{"packed-refs", GitDataEntry}, {"packed-refs.new", GitDataEntry},
 	{"objects", GitFixedOpen}, {"objects/info", GitFixedClosed},
 	{"objects/info/packs", GitDataEntry}, {"objects/info/commit-graph", GitDataEntry},

@@ -2,10 +2,12 @@ package launch
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 )
 
 // NewSpec is the spec for a server under a proxy with the given effective
@@ -80,8 +82,22 @@ func Protect(writeRoots []string) (pin, ro []string, complete bool) {
 					return filepath.SkipAll
 				}
 				return filepath.SkipDir // git's own data: nothing else to find
-			case name == ".git" && d.Type().IsRegular(),
-				protectedNames[name] && d.Type().IsRegular(),
+			case name == ".git" && d.Type().IsRegular():
+				ro = append(ro, p)
+				// The repository it points at ("gitdir: PATH", git
+				// clone --separate-git-dir) is a git directory under
+				// another name: protected as one when the server could
+				// write it (red team: its config's core.fsmonitor ran
+				// on the user's git status).
+				if dir, ok := gitDirOf(p, writeRoots); ok {
+					gp, gro, ok := protectGitDir(dir, &seen)
+					pin, ro = append(pin, gp...), append(ro, gro...)
+					if !ok {
+						complete = false
+						return filepath.SkipAll
+					}
+				}
+			case protectedNames[name] && d.Type().IsRegular(),
 				name == "authorized_keys" && d.Type().IsRegular() && filepath.Base(filepath.Dir(p)) == ".ssh":
 				ro = append(ro, p)
 			}
@@ -92,6 +108,44 @@ func Protect(writeRoots []string) (pin, ro []string, complete bool) {
 		}
 	}
 	return pin, ro, complete
+}
+
+// gitDirOf reads the .git file p ("gitdir: PATH", relative to p's
+// directory or absolute) and returns the directory it points at, when that
+// is a directory inside one of roots not named .git (a .git directory is
+// protected where the walk meets it). Links in the path are resolved: the
+// server could write what they lead to.
+func gitDirOf(p string, roots []string) (string, bool) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 4096))
+	line, _, _ := strings.Cut(string(b), "\n")
+	target, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
+	if !ok {
+		return "", false
+	}
+	target = strings.TrimSpace(target)
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(p), target)
+	}
+	real, err := filepath.EvalSymlinks(target)
+	if err != nil {
+		return "", false
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() || filepath.Base(real) == ".git" {
+		return "", false
+	}
+	for _, r := range roots {
+		if rr, err := filepath.EvalSymlinks(r); err == nil {
+			if rel, err := filepath.Rel(rr, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				return real, true
+			}
+		}
+	}
+	return "", false
 }
 
 // protectGitDir returns what to pin and make read-only for the git

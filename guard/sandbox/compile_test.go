@@ -207,7 +207,9 @@ func TestProtected(t *testing.T) {
 	assert.Equal(t, bpf.ProtName, p[bpf.MakeNameKey(".envrc", "")])
 	_, listed := p[bpf.MakeNameKey("hooks", ".git")]
 	assert.False(t, listed, "below a .git only git's data is listed; hooks is protected as everything else")
-	assert.Equal(t, bpf.GitRule+uint32(launch.GitDataEntry), p[bpf.MakeNameKey("refs", ".git")])
+	assert.Equal(t, bpf.GitRule+uint32(launch.GitFixedOpen), p[bpf.MakeNameKey("refs", ".git")])
+	assert.Equal(t, bpf.GitRule+uint32(launch.GitFixedClosed), p[bpf.MakeNameKey("replace", "refs")])
+	assert.Equal(t, bpf.GitRule+uint32(launch.GitDataEntry), p[bpf.MakeNameKey("logs", ".git")])
 	assert.Equal(t, bpf.GitRule+uint32(launch.GitFixedClosed), p[bpf.MakeNameKey("info", "objects")])
 	assert.Equal(t, bpf.GitRule+uint32(launch.GitFamily), p[bpf.MakeNameKey("index.stash.", ".git")])
 	assert.Equal(t, bpf.ProtTree, p[bpf.MakeNameKey(".vscode", "")])

@@ -189,6 +189,9 @@ func GitModelCases(ws string) []NameCase {
 		{j("repo/.git/objects/info/alternates"), []string{"creat", "mknod", "rename", "link", "symlink", "tmpfile", "dirinto"}},
 		{j("repo/.git/info/attributes"), []string{"mkdir", "dirinto"}},
 		{j("repo/.git/new-name"), fileRoutes},
+		// a replace ref: git shows the object it names in place of
+		// another (a branch that looks unchanged checks out this one)
+		{j("repo/.git/refs/replace/0123456789abcdef0123456789abcdef01234567"), []string{"mkdir", "dirinto"}},
 	}
 }
 
