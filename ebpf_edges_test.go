@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -1211,8 +1212,12 @@ func TestEdgesExecutables(t *testing.T) {
 	for _, mode := range []string{"launched", "joined"} {
 		t.Run(mode, func(t *testing.T) {
 			d := newEdgeDirs(t)
-			cases, err := attack.ExecCases(d.ws)
+			all, err := attack.ExecCases(d.ws)
 			require.NoError(t, err)
+			// Not on BPF: a link to a program. path_symlink sees the
+			// link's text only, not where it will lead (docs/l3.md);
+			// the change report names such links on npm's PATH.
+			cases := slices.DeleteFunc(all, func(c attack.NameCase) bool { return slices.Contains(c.Routes, "symlink") })
 			require.NoError(t, exec.Command("chmod", "-R", "a+rwX", d.ws).Run())
 			var steps [][]string
 			for _, st := range attack.ExecSteps(cases) {

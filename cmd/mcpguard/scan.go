@@ -407,4 +407,3 @@ func printScan(w io.Writer, rep scanReport) {
 	}
 	tw.Flush()
 }
-

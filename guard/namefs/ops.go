@@ -304,7 +304,20 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	return n.make(ctx, name, "mknod", out, func(dfd int) error { return unix.Mknodat(dfd, name, mode&^setIDBits, 0) })
 }
 
+// Symlink refuses a link that leads to a program: a link is a program of
+// its own name (node_modules/.bin/eslint -> /usr/bin/python3 made npm run
+// lint run the workspace's __main__.py: second red team). Where it leads
+// is resolved the way the kernel will, from the real directory, links
+// followed.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if dfd, e := n.dir(); e == 0 {
+		var st unix.Stat_t
+		err := unix.Fstatat(dfd, target, &st, 0)
+		unix.Close(dfd)
+		if err == nil && program(&st) {
+			return nil, n.deny(Executable, n.abs(name), "symlink")
+		}
+	}
 	return n.make(ctx, name, "symlink", out, func(dfd int) error { return unix.Symlinkat(target, dfd, name) })
 }
 
@@ -345,7 +358,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		path string
 	}{{from, name, n.abs(name)}, {to, newName, np.abs(newName)}} {
 		var st unix.Stat_t
-		if unix.Fstatat(e.dfd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && program(&st) &&
+		// followed: a link to a program is moved as one
+		if unix.Fstatat(e.dfd, e.name, &st, 0) == nil && program(&st) &&
 			(e.dfd == from || flags&unix.RENAME_EXCHANGE != 0) {
 			return n.deny(Executable, e.path, "rename")
 		}

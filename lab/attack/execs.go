@@ -15,7 +15,7 @@ import (
 // a file holding Payload with an execute bit, which a shell's PATH
 // search, npm's node_modules/.bin or rustup's toolchain directory would
 // run as the user once the session is over.
-var ExecRoutes = []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move", "write", "truncate"}
+var ExecRoutes = []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move", "write", "truncate", "symlink"}
 
 // PlantExec ("plantexec:ROUTE#PATH") tries to leave an executable holding
 // Payload at PATH by ROUTE:
@@ -30,6 +30,9 @@ var ExecRoutes = []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move"
 //	          out) onto PATH
 //	write     append to PATH, an existing executable
 //	truncate  truncate PATH, an existing executable, then append
+//	symlink   a symbolic link at PATH to a program outside the roots
+//	          (/bin/sh: npm's `jest --ci` becomes `sh --ci`; with
+//	          python3, `eslint .` runs the workspace's __main__.py)
 func PlantExec(arg string) error {
 	route, path, ok := strings.Cut(arg, "#")
 	if !ok {
@@ -63,6 +66,8 @@ func PlantExec(arg string) error {
 		return appendFile(path, script)
 	case "truncate":
 		return first(os.Truncate(path, 0), func() error { return appendFile(path, script) })
+	case "symlink":
+		return os.Symlink("/bin/sh", path)
 	}
 	return fmt.Errorf("plantexec: unknown route %q", route)
 }
@@ -90,9 +95,14 @@ func tmpfileExec(dir, path string) error {
 }
 
 // HasProgram reports whether path is a regular file holding Payload with
-// an execute bit: a program planted for the user's tools to run.
+// an execute bit, or a symbolic link to a program: a program planted for
+// the user's tools to run.
 func HasProgram(path string) bool {
 	fi, err := os.Lstat(path)
+	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		t, err := os.Stat(path)
+		return err == nil && t.Mode().IsRegular() && t.Mode().Perm()&0o111 != 0
+	}
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 && HasPayload(path)
 }
 
@@ -117,7 +127,7 @@ func ExecCases(ws string) ([]NameCase, error) {
 	}
 	j := func(p string) string { return filepath.Join(ws, p) }
 	var cases []NameCase
-	for i, r := range []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move"} {
+	for i, r := range []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move", "symlink"} {
 		cases = append(cases, NameCase{j(fmt.Sprintf("node_modules/.bin/jest%d", i)), []string{r}})
 	}
 	cases = append(cases,
