@@ -217,6 +217,28 @@ func edgeRun(t *testing.T, s *sandbox.Session, steps ...[]string) map[string]str
 	return res
 }
 
+// edgeRunMode runs steps as a launched server ("launched") or from a task
+// joined to s with its maps only, no launcher in front of the hooks
+// ("joined").
+func edgeRunMode(t *testing.T, s *sandbox.Session, mode string, steps ...[]string) map[string]string {
+	t.Helper()
+	if mode == "launched" {
+		return edgeRun(t, s, steps...)
+	}
+	require.NoError(t, s.Prepare(exec.Command("/bin/true"))) // maps only; never run
+	return edgeJoined(t, s, steps...)
+}
+
+// edgeSteps splits lab/attack's "OP:ARG" steps for the edge child.
+func edgeSteps(steps []string) [][]string {
+	var out [][]string
+	for _, st := range steps {
+		name, arg, _ := strings.Cut(st, ":")
+		out = append(out, []string{name, arg})
+	}
+	return out
+}
+
 // edgeStart starts the guarded child; wait collects its results (and may
 // run on another goroutine).
 func edgeStart(t *testing.T, s *sandbox.Session, steps ...[]string) (wait func() (map[string]string, error)) {
@@ -1169,19 +1191,9 @@ func TestEdgesProtectedNameRoutes(t *testing.T) {
 			cases, err := attack.NameCases(d.ws)
 			require.NoError(t, err)
 			cases = append(cases, attack.GitModelCases(d.ws)...)
-			var steps [][]string
-			for _, st := range attack.NameSteps(cases) {
-				name, arg, _ := strings.Cut(st, ":")
-				steps = append(steps, []string{name, arg})
-			}
+			steps := edgeSteps(attack.NameSteps(cases))
 			s, log := edgeSession(t, d.policy())
-			var res map[string]string
-			if mode == "launched" {
-				res = edgeRun(t, s, steps...)
-			} else {
-				require.NoError(t, s.Prepare(exec.Command("/bin/true"))) // maps only; never run
-				res = edgeJoined(t, s, steps...)
-			}
+			res := edgeRunMode(t, s, mode, steps...)
 			t.Logf("results: %v", res)
 			for _, c := range cases {
 				assert.False(t, attack.HasPayload(c.Path), "payload at %s", c.Path)
@@ -1219,20 +1231,9 @@ func TestEdgesExecutables(t *testing.T) {
 			// the change report names such links on npm's PATH.
 			cases := slices.DeleteFunc(all, func(c attack.NameCase) bool { return slices.Contains(c.Routes, "symlink") })
 			require.NoError(t, exec.Command("chmod", "-R", "a+rwX", d.ws).Run())
-			var steps [][]string
-			for _, st := range attack.ExecSteps(cases) {
-				name, arg, _ := strings.Cut(st, ":")
-				steps = append(steps, []string{name, arg})
-			}
-			steps = append(steps, []string{"write", filepath.Join(d.ws, "notes.txt")})
+			steps := append(edgeSteps(attack.ExecSteps(cases)), []string{"write", filepath.Join(d.ws, "notes.txt")})
 			s, log := edgeSession(t, d.policy())
-			var res map[string]string
-			if mode == "launched" {
-				res = edgeRun(t, s, steps...)
-			} else {
-				require.NoError(t, s.Prepare(exec.Command("/bin/true"))) // maps only; never run
-				res = edgeJoined(t, s, steps...)
-			}
+			res := edgeRunMode(t, s, mode, steps...)
 			t.Logf("results: %v", res)
 			for _, c := range cases {
 				assert.False(t, attack.HasProgram(c.Path), "program at %s", c.Path)
@@ -1274,13 +1275,7 @@ func TestEdgesGitWork(t *testing.T) {
 			}
 			steps = append(steps, []string{"write", filepath.Join(repo, "a.txt")}, g("stash", "-q"), g("stash", "pop", "-q"),
 				g("gc", "-q"), g("commit-graph", "write", "--reachable"))
-			var res map[string]string
-			if mode == "launched" {
-				res = edgeRun(t, s, steps...)
-			} else {
-				require.NoError(t, s.Prepare(exec.Command("/bin/true"))) // maps only; never run
-				res = edgeJoined(t, s, steps...)
-			}
+			res := edgeRunMode(t, s, mode, steps...)
 			for k, v := range res {
 				assert.Equal(t, "ok", v, k)
 			}
@@ -1306,11 +1301,7 @@ func TestEdgesExecConfig(t *testing.T) {
 			d := newEdgeDirs(t)
 			cases, err := attack.ExecConfigCases(d.ws)
 			require.NoError(t, err)
-			var steps [][]string
-			for _, st := range attack.NameSteps(cases) {
-				name, arg, _ := strings.Cut(st, ":")
-				steps = append(steps, []string{name, arg})
-			}
+			steps := edgeSteps(attack.NameSteps(cases))
 			p := d.policy()
 			p.Filesystem.ProtectExecConfig = refuse
 			s, log := edgeSession(t, p)

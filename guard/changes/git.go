@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -493,7 +494,7 @@ func CompareGit(before, after *GitSnapshot, protected func(rel string) bool) []C
 		return nil
 	}
 	var out []Change
-	for _, wt := range sortedKeys(before.Repos) {
+	for _, wt := range slices.Sorted(maps.Keys(before.Repos)) {
 		b := before.Repos[wt]
 		a := after.Repos[wt]
 		if a == nil {
@@ -501,7 +502,7 @@ func CompareGit(before, after *GitSnapshot, protected func(rel string) bool) []C
 		}
 		out = append(out, compareRepo(b, a, protected)...)
 	}
-	for _, wt := range sortedKeys(after.Repos) {
+	for _, wt := range slices.Sorted(maps.Keys(after.Repos)) {
 		if _, ok := before.Repos[wt]; !ok {
 			out = append(out, Change{Path: filepath.Join(wt, ".git"), Kind: "git",
 				Diff: "a git repository not seen when the session started (made by you, or beyond where the search stopped): its refs and index are not compared\n"})
@@ -517,15 +518,6 @@ func CompareGit(before, after *GitSnapshot, protected func(rel string) bool) []C
 	}
 	slices.SortStableFunc(out, func(x, y Change) int { return strings.Compare(x.Path, y.Path) })
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func compareRepo(b, a *GitState, protected func(string) bool) []Change {
@@ -604,7 +596,7 @@ func compareRepo(b, a *GitState, protected func(string) bool) []Change {
 	if err == nil {
 		defer work.Close()
 	}
-	for _, k := range sortedKeys(a.Index) {
+	for _, k := range slices.Sorted(maps.Keys(a.Index)) {
 		e := a.Index[k]
 		old, had := b.Index[k]
 		if had && old.ID == e.ID && old.Mode == e.Mode {
@@ -744,7 +736,7 @@ func moveHint(wt, from, to string, head bool) string {
 func isCommitID(s string) bool { return isHexID(s, 20) || isHexID(s, 32) }
 
 func union(x, y map[string]string) []string {
-	keys := sortedKeys(x)
+	keys := slices.Sorted(maps.Keys(x))
 	for k := range y {
 		if _, ok := x[k]; !ok {
 			keys = append(keys, k)

@@ -59,7 +59,7 @@ func PlantExec(arg string) error {
 	case "mknod":
 		return first(unix.Mknod(path, unix.S_IFREG|0o755, 0), func() error { return appendFile(path, script) })
 	case "tmpfile":
-		return tmpfileExec(filepath.Dir(path), path)
+		return tmpfileAs(filepath.Dir(path), path, script, 0o755)
 	case "move":
 		return unix.Rename(filepath.Join(filepath.Dir(path), stagedExec), path)
 	case "write":
@@ -78,21 +78,6 @@ const script = "#!/bin/sh\n# mcpguard-payload\ntouch /tmp/mcpguard-pwned\n"
 // stagedExec is the executable the move route renames: laid out before
 // the session, as a program the user already had.
 const stagedExec = "staged-exec"
-
-func tmpfileExec(dir, path string) error {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY, 0o755)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(script)); err != nil {
-		return err
-	}
-	if err := unix.Fchmod(fd, 0o755); err != nil {
-		return err
-	}
-	return unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
-}
 
 // HasProgram reports whether path is a regular file holding Payload with
 // an execute bit, or a symbolic link to a program: a program planted for

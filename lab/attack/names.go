@@ -104,13 +104,20 @@ func first(err error, then func() error) error {
 
 // tmpfileLink writes the payload to an unnamed file in dir and links it
 // in as path.
-func tmpfileLink(dir, path string) error {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY, 0o644)
+func tmpfileLink(dir, path string) error { return tmpfileAs(dir, path, Payload, 0o644) }
+
+// tmpfileAs writes content to an unnamed file in dir, gives it mode and
+// links it in as path.
+func tmpfileAs(dir, path, content string, mode uint32) error {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY, mode)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(Payload)); err != nil {
+	if _, err := unix.Write(fd, []byte(content)); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, mode); err != nil {
 		return err
 	}
 	return unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
