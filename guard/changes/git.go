@@ -579,7 +579,16 @@ func compareRepo(b, a *GitState, protected func(string) bool) []Change {
 		add(filepath.Join(gitDir, "logs", "refs", "stash"), fmt.Sprintf("the stash list changed during the session below its top entry: see it with git -C %s stash list --stat before popping or applying an entry\n", wt))
 	}
 
-	// The index.
+	return append(out, compareIndex(b, a, protected)...)
+}
+
+// compareIndex names what git's index gained at paths the user's restore,
+// checkout or reset would write.
+func compareIndex(b, a *GitState, protected func(string) bool) []Change {
+	var out []Change
+	gitDir := filepath.Join(a.WorkTree, ".git")
+	wt := shq(a.WorkTree)
+	add := func(p, diff string) { out = append(out, Change{Path: p, Kind: "git", Diff: diff}) }
 	switch {
 	case a.IndexErr != "":
 		add(filepath.Join(gitDir, "index"), fmt.Sprintf("the index could not be read (%s): this report cannot say what git restore, git checkout -- . or git reset --hard would write; look with git -C %s status and git -C %s diff --cached --stat first\n",
