@@ -14,10 +14,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/pmezard/go-difflib/difflib"
 
@@ -30,7 +32,8 @@ var Names = []string{
 	"setup.py", "setup.cfg", "pyproject.toml", "Pipfile", "Pipfile.lock", "poetry.lock", "uv.lock",
 	"tox.ini", "noxfile.py", "conftest.py", "sitecustomize.py", "usercustomize.py",
 	"Makefile", "makefile", "GNUmakefile", "CMakeLists.txt", "Justfile", "justfile", "Taskfile.yml", "Rakefile",
-	"Cargo.toml", "Cargo.lock", "build.rs", "go.mod", "go.sum", "Gemfile", "Gemfile.lock",
+	"Cargo.toml", "Cargo.lock", "build.rs", "go.mod", "go.sum", "go.work", "Gemfile", "Gemfile.lock",
+	"meson.build", "tsconfig.json",
 	"composer.json", "composer.lock", "build.gradle", "build.gradle.kts", "pom.xml",
 	"Dockerfile", "Containerfile", "docker-compose.yml", "docker-compose.yaml", "compose.yml", "compose.yaml",
 	".gitlab-ci.yml", ".travis.yml", "azure-pipelines.yml", "Jenkinsfile", ".pre-commit-config.yaml",
@@ -96,7 +99,22 @@ func Watched(rel string) bool {
 	if strings.HasPrefix(clean, "/") || slices.ContainsFunc(parts[:len(parts)-1], skipped) {
 		return false
 	}
-	return slices.ContainsFunc(parts, hidden)
+	return slices.ContainsFunc(parts, hidden) || topModule(parts)
+}
+
+// topModule reports whether parts name a Python module at the top of a
+// write root (x.py, x/__init__.py): python -m and a script run there put
+// the directory first on the import path, so it shadows the module of its
+// name, the standard library's included (red team: venv/__init__.py ran on
+// the user's python3 -m venv).
+func topModule(parts []string) bool {
+	switch len(parts) {
+	case 1:
+		return strings.HasSuffix(parts[0], ".py")
+	case 2:
+		return parts[1] == "__init__.py"
+	}
+	return false
 }
 
 func skipped(dir string) bool { return slices.Contains(skip, dir) }
@@ -229,14 +247,14 @@ func take(roots []string, limit int) *Snapshot {
 				p := filepath.Join(dir.path, d.Name())
 				if d.IsDir() {
 					switch {
-					case d.Name() == "node_modules":
-						// Dependencies change with every install and are
-						// not walked, but npm puts node_modules/.bin first
-						// on PATH for every script: its entries, files or
-						// links, are programs.
-						if fi, err := os.Lstat(filepath.Join(p, ".bin")); err == nil && fi.IsDir() {
-							queue = append(queue, walkDir{path: filepath.Join(p, ".bin"), code: true, programs: true})
-						}
+					case d.Name() == "node_modules" || dir.dep:
+						// Dependencies are code the user's scripts load
+						// (red team: a package's lib/ rewritten ran on npm
+						// test): compared by meta, reported by package.
+						// npm puts node_modules/.bin first on PATH: its
+						// entries, files or links, are programs.
+						bin := d.Name() == ".bin" && filepath.Base(dir.path) == "node_modules"
+						queue = append(queue, walkDir{path: p, code: true, dep: true, programs: bin})
 					case d.Name() == ".git":
 						if _, ok := s.git.Repos[dir.path]; !ok {
 							s.git.Repos[dir.path] = ReadGit(dir.path, relTo(root, dir.path))
@@ -259,32 +277,60 @@ func take(roots []string, limit int) *Snapshot {
 type walkDir struct {
 	path           string
 	code, programs bool
+	dep            bool // in a node_modules
 }
 
 // add reads p into the snapshot if it is a watched regular file, or a
 // symbolic link out of the roots.
 func (s *Snapshot) add(root, p string, d fs.DirEntry, dir walkDir) {
-	if d.Type()&fs.ModeSymlink != 0 {
-		if t, out, ok := s.leads(p); ok {
-			s.links[p] = link{t, out, dir.programs}
-		}
-		return
-	}
 	rel, err := filepath.Rel(root, p)
-	if err != nil || !d.Type().IsRegular() {
+	if err != nil {
 		return
 	}
-	switch {
-	case Listed(rel):
-		if e, ok := read(p); ok {
-			s.files[p] = e
+	watched := dir.code || Watched(rel)
+	if d.Type()&fs.ModeSymlink != 0 {
+		t, out, ok := s.leads(p)
+		if !ok {
+			return
 		}
-	case dir.code || Watched(rel):
-		if fi, err := d.Info(); err == nil {
-			s.files[p] = entry{meta: metaOf(fi)}
+		s.links[p] = link{t, out, dir.programs, watched}
+		// A link at a watched name is what the user's tools open there:
+		// what it leads to is compared as the file (red team:
+		// package.json -> src/conf.json, then the target rewritten).
+		if watched && !out {
+			if e, ok := readEntry(p, Listed(rel)); ok {
+				s.files[p] = e
+			}
+		}
+		return
+	}
+	if watched && d.Type().IsRegular() {
+		if e, ok := readEntry(p, Listed(rel)); ok {
+			s.files[p] = e
 		}
 	}
 }
+
+// readEntry reads the regular file p (followed if a link): by content when
+// listed and at most maxHashed bytes, else by meta. ok is false when p is
+// not a regular file.
+func readEntry(p string, listed bool) (entry, bool) {
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return entry{}, false
+	}
+	if listed && fi.Size() <= maxHashed {
+		if e, ok := read(p); ok {
+			return e, true
+		}
+	}
+	return entry{meta: metaOf(fi)}, true
+}
+
+// maxHashed is the largest file read for its content: a larger one (a
+// sparse terabyte package.json, red team) is compared by meta, so that
+// the report costs a stat, not an hour of reading.
+const maxHashed = 16 << 20
 
 type link struct {
 	target string
@@ -294,6 +340,8 @@ type link struct {
 	// (red team: .bin/eslint -> /usr/bin/python3 ran the workspace's
 	// __main__.py on npm run lint).
 	program bool
+	// watched: the link has a watched name (package.json, Makefile).
+	watched bool
 }
 
 // leads returns link p's target and whether it lies outside every root:
@@ -342,7 +390,7 @@ func reread(p string, was entry) (entry, bool) {
 	if err != nil || !fi.Mode().IsRegular() {
 		return entry{}, false
 	}
-	if !was.hashed {
+	if !was.hashed || fi.Size() > maxHashed {
 		return entry{meta: metaOf(fi)}, true
 	}
 	return read(p)
@@ -357,14 +405,19 @@ func same(a, b entry) bool {
 }
 
 func read(p string) (entry, bool) {
-	f, err := os.Open(p)
+	// O_NONBLOCK: a FIFO swapped in after the stat does not hang the
+	// guard; the limit holds for a file that grows meanwhile.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return entry{}, false
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return entry{}, false
+	}
 	h := sha256.New()
 	var buf bytes.Buffer
-	n, err := io.Copy(io.MultiWriter(h, &limited{&buf, maxContent + 1}), f)
+	n, err := io.Copy(io.MultiWriter(h, &limited{&buf, maxContent + 1}), io.LimitReader(f, maxHashed+1))
 	if err != nil {
 		return entry{}, false
 	}
@@ -428,7 +481,7 @@ func Compare(before, after *Snapshot) []Change {
 		out = append(out, Change{Path: p, Kind: "removed", Diff: diff(p, &b, nil)})
 	}
 	for p, l := range after.links {
-		if !l.out && !l.program {
+		if !l.out && !l.program && !l.watched {
 			continue
 		}
 		switch b, ok := before.links[p]; {
@@ -438,6 +491,7 @@ func Compare(before, after *Snapshot) []Change {
 			out = append(out, Change{Path: p, Kind: "changed", Diff: linkNote(l)})
 		}
 	}
+	out = byDependency(out)
 	out = append(out, CompareGit(before.git, after.git, before.protected)...)
 	if !before.Complete || !after.Complete {
 		// Said loudly: a watched file created past the limit is not in
@@ -447,6 +501,63 @@ func Compare(before, after *Snapshot) []Change {
 	}
 	slices.SortFunc(out, func(x, y Change) int { return strings.Compare(x.Path, y.Path) })
 	return out
+}
+
+// byDependency folds the changes below a node_modules (but its .bin) into
+// one per package: an install changes thousands of files, and which
+// packages changed is what the user needs to know.
+func byDependency(changes []Change) []Change {
+	var out []Change
+	type tally struct {
+		kinds map[string]int
+		first []string
+	}
+	pkgs := map[string]*tally{}
+	for _, c := range changes {
+		pkg, ok := dependencyOf(c.Path)
+		if !ok {
+			out = append(out, c)
+			continue
+		}
+		t := pkgs[pkg]
+		if t == nil {
+			t = &tally{kinds: map[string]int{}}
+			pkgs[pkg] = t
+		}
+		t.kinds[c.Kind]++
+		if rel, err := filepath.Rel(pkg, c.Path); err == nil && len(t.first) < 3 {
+			t.first = append(t.first, rel)
+		}
+	}
+	for pkg, t := range pkgs {
+		var kinds []string
+		for _, k := range slices.Sorted(maps.Keys(t.kinds)) {
+			kinds = append(kinds, fmt.Sprintf("%d %s", t.kinds[k], k))
+		}
+		out = append(out, Change{Path: pkg, Kind: "dependency", Diff: fmt.Sprintf(
+			"files of this dependency, code the project's scripts load, changed during the session: %s (for example %s); npm ci puts it back\n",
+			strings.Join(kinds, ", "), strings.Join(t.first, ", "))})
+	}
+	return out
+}
+
+// dependencyOf returns the package directory below the last node_modules
+// in p (node_modules/x or node_modules/@scope/x), unless p is in that
+// node_modules' .bin or is no deeper than the package directory.
+func dependencyOf(p string) (string, bool) {
+	parts := strings.Split(filepath.ToSlash(p), "/")
+	i := len(parts) - 1
+	for i >= 0 && parts[i] != "node_modules" {
+		i--
+	}
+	end := i + 2
+	if i >= 0 && i+1 < len(parts) && strings.HasPrefix(parts[i+1], "@") {
+		end++
+	}
+	if i < 0 || end >= len(parts) || parts[i+1] == ".bin" {
+		return "", false
+	}
+	return filepath.FromSlash(strings.Join(parts[:end], "/")), true
 }
 
 func linkNote(l link) string {

@@ -28,6 +28,9 @@ var (
 		".envrc", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
 		".zshrc", ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".gitconfig",
 		".mcp.json", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", "authorized_keys",
+		// other agents' project files that define MCP servers to start
+		// (opencode, crush: third red team F7)
+		"opencode.json", "opencode.jsonc", "crush.json", ".crush.json",
 	}
 	// ProtectedTrees are directories protected with their whole content,
 	// at any depth (their own name too: a directory renamed into place):
