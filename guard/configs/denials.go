@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/egress"
+	"github.com/mcpguard/mcpguard/guard/launch"
 	"github.com/mcpguard/mcpguard/guard/runtime"
 )
 
@@ -64,6 +65,10 @@ func eventDenial(e audit.Event) (Denial, bool) {
 	}
 	kind := "open"
 	switch {
+	case e.Rule == launch.RuleExecutable:
+		kind = "program"
+	case e.Rule == launch.RuleProtectedName:
+		kind = "protected"
 	case strings.Contains(e.Rule, "exec"):
 		kind = "exec"
 	case strings.Contains(e.Rule, "net"):
@@ -183,8 +188,15 @@ func allowLine(kind, target string) string {
 			return fmt.Sprintf(`"network": {"allow": [{"host": %q}]}`, target)
 		}
 		return fmt.Sprintf(`"network": {"allow": [{"host": %q, "ports": [%s]}]}`, host, port)
+	case "program":
+		return "no policy line: nothing the server writes may be a program (an execute bit, or on Landlock a link to one), so that nothing it leaves runs later as you; a file the policy's write list names itself may be written (docs/l3.md, \"No programs in a write root\")"
+	case "protected":
+		return "no policy line: a protected name, which your tools run or obey later (.git's config and hooks, .envrc, editor and agent settings: docs/l3.md); a file the policy's write list names itself may be written, never created"
 	case "write":
 		d := dataRoot(target)
+		if system(d) {
+			return fmt.Sprintf("no policy line: %s is a system directory, never a write root; a server that needs to write there is not one to run under a guard", d)
+		}
 		if home, err := os.UserHomeDir(); err == nil && d == filepath.Clean(home) {
 			return fmt.Sprintf("no policy line: %s is the home directory, never a write root (mcpguard's own policy and audit log are there); give the server a directory of its own for what it writes there (its state path under ~/.NAME/), and grant that", d)
 		}
@@ -194,6 +206,17 @@ func allowLine(kind, target string) string {
 		return fmt.Sprintf(`"runtime": {"read": [%q]}`, runtime.CodeRoot(target))
 	}
 	return fmt.Sprintf(`"filesystem": {"read": [%q]}   (or "runtime": {"read": [...]} if it is code the server loads)`, dataRoot(target))
+}
+
+// system reports whether d is, or is below, a directory of the system
+// (what a server's stderr may name to get a grant proposed: red team).
+func system(d string) bool {
+	for _, s := range []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/root", "/var/lib", "/var/spool", "/proc", "/sys", "/dev"} {
+		if d == s || strings.HasPrefix(d, s+"/") {
+			return true
+		}
+	}
+	return d == "/"
 }
 
 // dataRoot is the directory to grant for a data path.

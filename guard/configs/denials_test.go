@@ -48,6 +48,26 @@ func TestDenialsFromKernel(t *testing.T) {
 	assert.Contains(t, ExplainExit("landlock", nil), "No denial was observed")
 }
 
+// TestDenialsWithoutAGrant: refusals no policy line can lift say so,
+// rather than propose a grant that does not help (a program or a
+// protected name in a write root) or one that should never be given
+// (a system directory, which a server can name on its stderr: red team).
+func TestDenialsWithoutAGrant(t *testing.T) {
+	ev := []audit.Event{
+		{Layer: "L3", Decision: audit.Deny, Rule: "file.executable_denied", Target: "/ws/node_modules/.bin/jest"},
+		{Layer: "L3", Decision: audit.Deny, Rule: "file.protected_denied", Target: "/ws/.git/hooks/pre-commit"},
+	}
+	ds := Denials(ev, []byte("PermissionError: [Errno 13] Permission denied: '/etc/cron.d/backup'\nError: EACCES: permission denied, mkdir '/srv/data/x'\n"), 10)
+	require.Len(t, ds, 4, "%+v", ds)
+	assert.Equal(t, "program", ds[0].Kind)
+	assert.Contains(t, ds[0].Allow, "no policy line")
+	assert.Equal(t, "protected", ds[1].Kind)
+	assert.Contains(t, ds[1].Allow, "no policy line")
+	assert.Contains(t, ds[2].Allow, "/etc/cron.d is a system directory")
+	assert.NotContains(t, ds[2].Allow, `"write"`)
+	assert.Equal(t, `"filesystem": {"write": ["/srv/data"]}`, ds[3].Allow, "other directories as before")
+}
+
 func FuzzDenials(f *testing.F) {
 	f.Add([]byte("Error: EACCES: permission denied, open '/x/y'\nconnect EPERM [::1]:80"))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -304,13 +304,21 @@ func (s *Sandbox) readEvents(r io.Reader) {
 		e := audit.Event{
 			Server: s.opts.Server, Config: s.opts.Config, Layer: "L3",
 			Rule: ev.Rule, Decision: audit.Deny, Target: ev.Target,
-			Reason: ev.Op + " of a protected name refused: the user's tools run or obey what it holds",
+			Reason: refusalReason(ev),
 		}
 		s.denials.Log(e)
 		if s.opts.OnDenial != nil {
 			s.opts.OnDenial(e)
 		}
 	}
+}
+
+// refusalReason says why stage 1 refused ev.
+func refusalReason(ev launch.Event) string {
+	if ev.Rule == launch.RuleExecutable {
+		return ev.Op + " refused: it would leave a program in a write root, which the user's tools would run"
+	}
+	return ev.Op + " of a protected name refused: the user's tools run or obey what it holds"
 }
 
 // Prepared returns the rules the last Prepare applied (the policy's, the
