@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -102,6 +103,13 @@ func textDenials(b []byte, from string) []Denial {
 				kind = "write"
 			case "exec":
 				kind = "exec"
+			case "sppath", "bipath":
+				kind, target = "exec", string(m[i])
+			case "shcmd":
+				kind = "exec"
+				if p, err := exec.LookPath(string(m[i])); err == nil {
+					target = p
+				}
 			case "conn":
 				kind = "connect"
 			case "path", "mod", "conn_target", "epath", "spath", "rpath", "ropath", "gpath":
@@ -173,7 +181,14 @@ var stderrDenial = regexp.MustCompile(
 		// paths that exist on the host).
 		`|(?:(?P<nf>ENOENT): no such file or directory, \w+ '(?P<nfpath>/[^']+)')` +
 		`|(?:\[Errno (?P<pynf>2)\] No such file or directory: '(?P<pynfpath>/[^']+)')` +
-		`|(?:(?:open|stat|lstat|mkdir) (?P<gonfpath>/[^:\n]+): (?P<gonf>no such file or directory))`)
+		`|(?:(?:open|stat|lstat|mkdir) (?P<gonfpath>/[^:\n]+): (?P<gonf>no such file or directory))` +
+		// Programs refused: node's "spawn /bin/sh EACCES", a kernel's
+		// "bad interpreter: Permission denied" for a #! line, a shell
+		// script's "SCRIPT: LINE: CMD: Permission denied" (CMD looked up
+		// in PATH: 13-server matrix, issue 33).
+		`|(?:spawn (?P<sppath>/[^ \n]+) E(?:ACCES|PERM))` +
+		`|(?:(?P<bipath>/[^: \n]+): bad interpreter: Permission denied)` +
+		`|(?:: [0-9]+: (?P<shcmd>[A-Za-z0-9_.+-]+): Permission denied)`)
 
 // allowLine is the policy line that would allow one denial. Code (what an
 // interpreter loads) is a runtime grant; anything else is data, for the
@@ -187,7 +202,14 @@ func allowLine(kind, target string) string {
 		if err != nil {
 			return fmt.Sprintf(`"network": {"allow": [{"host": %q}]}`, target)
 		}
-		return fmt.Sprintf(`"network": {"allow": [{"host": %q, "ports": [%s]}]}`, host, port)
+		line := fmt.Sprintf(`"network": {"allow": [{"host": %q, "ports": [%s]}]}`, host, port)
+		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+			// Under L3 the server's loopback is its own: a service on the
+			// host's is reached only through a rule (issue 33's matrix:
+			// postgres on 127.0.0.1 failed with nothing said).
+			line += "   (under L3 the server has a network namespace of its own: the host's " + host + " is reached only through this rule)"
+		}
+		return line
 	case "program":
 		return "no policy line: nothing the server writes may be a program (an execute bit, or on Landlock a link to one), so that nothing it leaves runs later as you; a file the policy's write list names itself may be written (docs/l3.md, \"No programs in a write root\")"
 	case "protected":

@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,6 +67,22 @@ func TestDenialsWithoutAGrant(t *testing.T) {
 	assert.Contains(t, ds[2].Allow, "/etc/cron.d is a system directory")
 	assert.NotContains(t, ds[2].Allow, `"write"`)
 	assert.Equal(t, `"filesystem": {"write": ["/srv/data"]}`, ds[3].Allow, "other directories as before")
+}
+
+// TestDenialsOfPrograms: the ways real servers report a program they could
+// not start, and a refused connect to loopback, from issue 33's matrix.
+func TestDenialsOfPrograms(t *testing.T) {
+	ds := Denials(nil, []byte("Error: spawn /bin/sh EACCES\n"+
+		"bash: ./run.py: /usr/bin/python3: bad interpreter: Permission denied\n"+
+		"/usr/bin/chromium: 1: sh: Permission denied\n"+
+		"Error: connect ECONNREFUSED 127.0.0.1:5432\n"), 10)
+	require.Len(t, ds, 4, "%+v", ds)
+	assert.Equal(t, `"runtime": {"exec": ["/bin/sh"]}`, ds[0].Allow)
+	assert.Equal(t, `"runtime": {"exec": ["/usr/bin/python3"]}`, ds[1].Allow)
+	assert.Equal(t, "exec", ds[2].Kind)
+	assert.True(t, filepath.IsAbs(ds[2].Target), "sh looked up in PATH: %q", ds[2].Target)
+	assert.Contains(t, ds[3].Allow, `"network": {"allow": [{"host": "127.0.0.1", "ports": [5432]}]}`)
+	assert.Contains(t, ds[3].Allow, "namespace of its own")
 }
 
 func FuzzDenials(f *testing.F) {

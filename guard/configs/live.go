@@ -94,7 +94,7 @@ func (x *Explainer) Write(p []byte) (int, error) {
 }
 
 // refusal is the cheap test before a response is read for refusals.
-var refusal = [][]byte{[]byte("EACCES"), []byte("EPERM"), []byte("EROFS"), []byte("ermission denied"),
+var refusal = [][]byte{[]byte("EACCES"), []byte("EPERM"), []byte("EROFS"), []byte("ECONNREFUSED"), []byte("ermission denied"),
 	[]byte("ead-only file system"), []byte("peration not permitted"), []byte("ENOENT"), []byte("o such file or directory")}
 
 // Stage is a guard.Stage that reads tool results and errors for the
