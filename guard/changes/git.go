@@ -3,11 +3,13 @@ package changes
 import (
 	"bufio"
 	"bytes"
+	"compress/zlib"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"maps"
@@ -17,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -36,6 +39,21 @@ import (
 // every ref, with the commands that show what the server committed, and,
 // prominently, every index entry new or changed at a path that is
 // protected or watched, which git would write for the user.
+//
+// The server also writes the object store, and git does not check that
+// an object it reads hashes to its name: a loose object rewritten in place
+// (.git/objects/ab/cdef...) is what git show HEAD:file displays and git
+// reset --hard writes (red team F6). So the snapshot records each loose
+// object's file by identity (inode, size, change time: no read), and the
+// comparison hashes each object whose file changed, and each new one,
+// within bounds, and names those whose content does not match their name.
+// A pack there at the start whose file changed is hashed and compared with
+// its name (a pack is named by its checksum), a pack index with its digest
+// at the start; what does not match is said, for git fsck to verify.
+//
+// The index can also hide a change: an entry marked assume-unchanged or
+// skip-worktree during the session is named, since git status and git
+// diff no longer look at its file (red team F3).
 //
 // Nothing here runs git (the guard runs no program on what a server
 // wrote), and no file is read through a symbolic link that leads out of
@@ -77,6 +95,13 @@ type GitState struct {
 	// the report when new at the end of the session.
 	Notes []string
 	gone  bool // no .git directory
+	// The object store's files, by identity only (nothing is read or
+	// decompressed when the snapshot is taken): the loose objects by id,
+	// and the packs, their indexes and the multi-pack index by name.
+	loose       map[objKey]fileID
+	packs       map[string]packFile
+	looseCapped bool  // more than maxLoose loose objects, or objects/ flooded: not all recorded
+	taken       int64 // when the objects were listed, in the clock of fileID.ctime
 }
 
 // GitSnapshot is the git repositories of the write roots at one moment.
@@ -195,6 +220,7 @@ func ReadGit(workTree, rel string) *GitState {
 		g.readRefs(root)
 	}
 	g.readIndex(root)
+	g.readObjects(root)
 	return g
 }
 
@@ -208,28 +234,16 @@ func (g *GitState) note(s string) {
 // FIFO or a device) of at most max bytes. ok is false, with no error,
 // when it does not exist.
 func readFile(root *os.Root, name string, limit int64) (data []byte, ok bool, err error) {
-	fi, err := root.Lstat(name)
+	f, fi, err := openRegular(root, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, false, fmt.Errorf("%s: not a regular file (%s)", name, fi.Mode().Type())
-	}
+	defer f.Close()
 	if fi.Size() > limit {
 		return nil, false, fmt.Errorf("%s: %d bytes, more than %d", name, fi.Size(), limit)
-	}
-	// O_NONBLOCK: a FIFO put there since the Lstat does not hang the
-	// guard; os.Root keeps the open within .git.
-	f, err := root.OpenFile(name, os.O_RDONLY|openNonblock, 0)
-	if err != nil {
-		return nil, false, err
-	}
-	defer f.Close()
-	if fi2, err := f.Stat(); err != nil || !os.SameFile(fi, fi2) {
-		return nil, false, fmt.Errorf("%s: replaced while read", name)
 	}
 	data, err = io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
@@ -239,6 +253,31 @@ func readFile(root *os.Root, name string, limit int64) (data []byte, ok bool, er
 		return nil, false, fmt.Errorf("%s: more than %d bytes", name, limit)
 	}
 	return data, true, nil
+}
+
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens name below root if it is a regular file: fi is what
+// Lstat said of it (set with an error wrapping errNotRegular too).
+func openRegular(root *os.Root, name string) (f *os.File, fi fs.FileInfo, err error) {
+	fi, err = root.Lstat(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fi, fmt.Errorf("%s: %w (%s)", name, errNotRegular, fi.Mode().Type())
+	}
+	// O_NONBLOCK: a FIFO put there since the Lstat does not hang the
+	// guard; os.Root keeps the open within the root.
+	f, err = root.OpenFile(name, os.O_RDONLY|openNonblock, 0)
+	if err != nil {
+		return nil, fi, err
+	}
+	if fi2, err := f.Stat(); err != nil || !os.SameFile(fi, fi2) {
+		f.Close()
+		return nil, fi, fmt.Errorf("%s: replaced while read", name)
+	}
+	return f, fi, nil
 }
 
 // readConfig takes the object format from .git/config (which the server
@@ -486,9 +525,11 @@ func (g *GitState) setIndex(ix *Index) {
 // new or changed at a path that protected (launch.IsProtected: this
 // package cannot import launch, which imports it) or Watched says git
 // must not write for the user unseen, at a path git would not write from
-// an index of its own, or that is a symbolic link or a submodule. A
-// repository the end's search did not reach is read again. protected may
-// be nil.
+// an index of its own, or that is a symbolic link or a submodule; each
+// index entry marked assume-unchanged or skip-worktree during the session;
+// each loose object whose content does not match its name, and packs
+// rewritten. A repository the end's search did not reach is read again.
+// protected may be nil.
 func CompareGit(before, after *GitSnapshot, protected func(rel string) bool) []Change {
 	if before == nil || after == nil {
 		return nil
@@ -579,11 +620,13 @@ func compareRepo(b, a *GitState, protected func(string) bool) []Change {
 		add(filepath.Join(gitDir, "logs", "refs", "stash"), fmt.Sprintf("the stash list changed during the session below its top entry: see it with git -C %s stash list --stat before popping or applying an entry\n", wt))
 	}
 
-	return append(out, compareIndex(b, a, protected)...)
+	out = append(out, compareIndex(b, a, protected)...)
+	return append(out, compareObjects(b, a)...)
 }
 
 // compareIndex names what git's index gained at paths the user's restore,
-// checkout or reset would write.
+// checkout or reset would write, and the entries it now hides from git
+// status and git diff.
 func compareIndex(b, a *GitState, protected func(string) bool) []Change {
 	var out []Change
 	gitDir := filepath.Join(a.WorkTree, ".git")
@@ -605,30 +648,96 @@ func compareIndex(b, a *GitState, protected func(string) bool) []Change {
 	if err == nil {
 		defer work.Close()
 	}
+	hidden := 0
 	for _, k := range slices.Sorted(maps.Keys(a.Index)) {
 		e := a.Index[k]
 		old, had := b.Index[k]
-		if had && old.ID == e.ID && old.Mode == e.Mode {
+		diff := ""
+		if !had || old.ID != e.ID || old.Mode != e.Mode {
+			diff = stagedNote(a, e, old, had, work, protected)
+		}
+		if hiddenBits(e, old, had) != "" {
+			if hidden++; hidden <= maxHiddenNamed {
+				diff += hiddenNote(a, e, old, had, work)
+			}
+		}
+		if diff == "" {
 			continue
 		}
-		why := indexWhy(a.Rel, e, protected)
-		if why == "" || inWorkTree(work, e, a.HashSize) {
-			continue
-		}
-		cp := e.CheckoutPath()
 		p := filepath.Join(gitDir, "index")
-		if printable(e.Path) && cleanRel(cp) {
+		if cp := e.CheckoutPath(); printable(e.Path) && cleanRel(cp) {
 			p = filepath.Join(a.WorkTree, filepath.FromSlash(cp))
 		}
-		change := "a new entry"
-		if had {
-			change = fmt.Sprintf("changed from %s %s", modeShow(old.Mode), idShow(old.ID))
-		}
-		add(p, fmt.Sprintf("the index now holds %s (%s; %s %s, %s): git restore ., git checkout -- . and git reset --hard would write it into the work tree, outside any sandbox\n"+
-			"see what it holds with git -C %s cat-file -p %s; git status shows it as deleted or modified, which a restore \"fixes\"\n",
-			show(e.Path), why, modeShow(e.Mode), idShow(e.ID), change, wt, e.ID))
+		add(p, diff)
+	}
+	if hidden > maxHiddenNamed {
+		add(filepath.Join(gitDir, "index"), fmt.Sprintf("%d more index entries were marked assume-unchanged or skip-worktree during the session: git status and git diff will not show changes to their files; list them with git -C %s ls-files -v | grep '^[a-zS]'\n",
+			hidden-maxHiddenNamed, wt))
 	}
 	return out
+}
+
+// maxHiddenNamed is how many entries newly hidden from git status one
+// repository's report names (git sparse-checkout set hides thousands).
+const maxHiddenNamed = 50
+
+// stagedNote says why an index entry new or changed in the session is
+// reported, or "" when it is not.
+func stagedNote(a *GitState, e, old IndexEntry, had bool, work *os.Root, protected func(string) bool) string {
+	why := indexWhy(a.Rel, e, protected)
+	if why == "" || inWorkTree(work, e, a.HashSize) {
+		return ""
+	}
+	change := "a new entry"
+	if had {
+		change = fmt.Sprintf("changed from %s %s", modeShow(old.Mode), idShow(old.ID))
+	}
+	return fmt.Sprintf("the index now holds %s (%s; %s %s, %s): git restore ., git checkout -- . and git reset --hard would write it into the work tree, outside any sandbox\n"+
+		"see what it holds with git -C %s cat-file -p %s; git status shows it as deleted or modified, which a restore \"fixes\"\n",
+		show(e.Path), why, modeShow(e.Mode), idShow(e.ID), change, shq(a.WorkTree), e.ID)
+}
+
+// hiddenBits names the bits that make git status and git diff skip the
+// entry's file (assume-unchanged, skip-worktree) set during the session:
+// not set at its start, or on an entry new since (red team F3: a server
+// edits scripts/build.js and marks it assume-unchanged, and the user's
+// git status shows nothing).
+func hiddenBits(e, old IndexEntry, had bool) string {
+	var set []string
+	if e.AssumeValid && (!had || !old.AssumeValid) {
+		set = append(set, "assume-unchanged")
+	}
+	if e.SkipWorktree && (!had || !old.SkipWorktree) {
+		set = append(set, "skip-worktree")
+	}
+	return strings.Join(set, " and ")
+}
+
+// hiddenNote says what an entry hidden during the session hides, and how
+// to clear its bits.
+func hiddenNote(a *GitState, e, old IndexEntry, had bool, work *os.Root) string {
+	wt := shq(a.WorkTree)
+	bits := hiddenBits(e, old, had)
+	var flags []string
+	if strings.Contains(bits, "assume-unchanged") {
+		flags = append(flags, "--no-assume-unchanged")
+	}
+	if strings.Contains(bits, "skip-worktree") {
+		flags = append(flags, "--no-skip-worktree")
+	}
+	state := "the file in the work tree is not what the index holds (changed, missing, or not a file this report reads): git hides that difference"
+	if inWorkTree(work, e, a.HashSize) {
+		state = "the file in the work tree is what the index holds for now"
+	}
+	var clear string
+	if cp := e.CheckoutPath(); cp == e.Path && printable(cp) && cleanRel(cp) {
+		clear = fmt.Sprintf("clear it with git -C %s update-index %s -- %s, then see the file's changes with git -C %s diff -- %s\n",
+			wt, strings.Join(flags, " "), shq(cp), wt, shq(cp))
+	} else {
+		clear = fmt.Sprintf("find it with git -C %s ls-files -v | grep '^[a-zS]' and clear it with git update-index %s\n", wt, strings.Join(flags, " "))
+	}
+	return fmt.Sprintf("the index entry of %s was marked %s during the session: git status and git diff will not show changes to it, and git add -u, git commit -a and git stash will not take them; %s\n%s",
+		show(e.Path), bits, state, clear)
 }
 
 // indexWhy says why an index entry new or changed in the session is
@@ -823,4 +932,450 @@ func shq(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Bounds on the object store's check (red team F6).
+const (
+	maxObjectsScan  = 2 * 200_000 // entries of objects/ and its fan-out directories looked at
+	maxPackScan     = 10_000      // entries of objects/pack looked at
+	maxIndexHash    = 256 << 20   // pack indexes hashed when a snapshot is taken
+	maxObjectVerify = 64 << 20    // an object's content, inflated, that is hashed
+	maxVerifyBytes  = 1 << 30     // all that one repository's comparison inflates and hashes
+	maxBadNamed     = 20          // objects that do not match their names named one by one
+)
+
+// Variables for the tests.
+var (
+	// maxLoose is how many loose objects a snapshot records per
+	// repository.
+	maxLoose = 200_000
+	// racyWindow: a file changed this close after the snapshot may keep
+	// the change time recorded (a file system that keeps seconds), so an
+	// object whose change time is this close to the snapshot is hashed
+	// whatever its identity.
+	racyWindow = 2 * time.Second
+)
+
+// objKey is an object id, zero padded to SHA-256's size.
+type objKey [32]byte
+
+// fileID is what tells a file was rewritten without reading it: the
+// change time is the kernel's, which no unprivileged process sets back.
+type fileID struct{ ino, size, ctime int64 }
+
+func fileIDOf(fi fs.FileInfo) fileID {
+	ino, ctime := inoCtime(fi)
+	return fileID{ino: ino, size: fi.Size(), ctime: ctime}
+}
+
+// packFile is a file of objects/pack: a pack, a pack index or the
+// multi-pack index.
+type packFile struct {
+	id  fileID
+	sum string // an index's digest ("" for a pack, or an index past maxIndexHash)
+}
+
+// readObjects lists the loose objects (objects/xx/yyyy..., names of
+// lowercase hex only: those git looks up) and the packs, by identity,
+// and hashes the pack indexes, which are small.
+func (g *GitState) readObjects(root *os.Root) {
+	g.taken = time.Now().UnixNano()
+	g.loose, g.packs = map[objKey]fileID{}, map[string]packFile{}
+	scan := maxObjectsScan
+	var fanout []string
+	complete := g.eachEntry(root, "objects", &scan, func(d fs.DirEntry) {
+		if d.IsDir() && isLowerHex(d.Name(), 2) {
+			fanout = append(fanout, d.Name())
+		}
+	})
+	for _, dir := range fanout {
+		complete = complete && g.eachEntry(root, "objects/"+dir, &scan, func(d fs.DirEntry) {
+			key, ok := objectKey(dir+d.Name(), g.HashSize)
+			if !ok {
+				return
+			}
+			if len(g.loose) >= maxLoose {
+				g.looseCapped = true
+				return
+			}
+			if fi, err := d.Info(); err == nil {
+				g.loose[key] = fileIDOf(fi)
+			}
+		})
+	}
+	g.looseCapped = g.looseCapped || !complete
+	scan = maxPackScan
+	budget := int64(maxIndexHash)
+	if !g.eachEntry(root, "objects/pack", &scan, func(d fs.DirEntry) {
+		n := d.Name()
+		pack := strings.HasPrefix(n, "pack-") && strings.HasSuffix(n, ".pack")
+		if !pack && n != "multi-pack-index" && !(strings.HasPrefix(n, "pack-") && strings.HasSuffix(n, ".idx")) {
+			return
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return
+		}
+		pf := packFile{id: fileIDOf(fi)}
+		if !pack {
+			pf.sum = digestFile(root, "objects/pack/"+n, &budget)
+		}
+		g.packs[n] = pf
+	}) {
+		g.note(fmt.Sprintf("objects/pack: more than %d entries, the rest not looked at", maxPackScan))
+	}
+}
+
+// eachEntry calls fn on the entries of dir, in batches, while *budget
+// lasts (each entry costs one); false when the budget ran out first.
+// A directory that does not exist has no entries.
+func (g *GitState) eachEntry(root *os.Root, dir string, budget *int, fn func(fs.DirEntry)) bool {
+	f, err := root.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		g.note(err.Error())
+		return true
+	}
+	defer f.Close()
+	for {
+		ents, err := f.ReadDir(256)
+		for _, d := range ents {
+			if *budget--; *budget < 0 {
+				return false
+			}
+			fn(d)
+		}
+		if err != nil {
+			if err != io.EOF {
+				g.note(show(dir) + ": " + err.Error())
+			}
+			return true
+		}
+	}
+}
+
+func isLowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// objectKey is the id a loose object's directory and file name spell.
+func objectKey(name string, hashSize int) (k objKey, ok bool) {
+	if !isLowerHex(name, 2*hashSize) {
+		return k, false
+	}
+	hex.Decode(k[:], []byte(name))
+	return k, true
+}
+
+func (k objKey) hex(hashSize int) string { return hex.EncodeToString(k[:hashSize]) }
+
+func objectPath(id string) string { return "objects/" + id[:2] + "/" + id[2:] }
+
+func newHash(hashSize int) hash.Hash {
+	if hashSize == 32 {
+		return sha256.New()
+	}
+	return sha1.New()
+}
+
+// hashFile hashes the regular file name below root with h, all but its
+// last keep bytes, which it returns; ok is false when it is not a regular
+// file, is larger than *budget (which it draws on), or cannot be read.
+func hashFile(root *os.Root, name string, h hash.Hash, keep int, budget *int64) (tail []byte, ok bool) {
+	f, fi, err := openRegular(root, name)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	if fi.Size() < int64(keep) || fi.Size() > *budget {
+		return nil, false
+	}
+	*budget -= fi.Size()
+	tail = make([]byte, keep)
+	if _, err := io.CopyN(h, f, fi.Size()-int64(keep)); err != nil {
+		return nil, false
+	}
+	if _, err := io.ReadFull(f, tail); err != nil {
+		return nil, false
+	}
+	return tail, true
+}
+
+// digestFile is the digest of a file hashFile reads, "" when not read.
+func digestFile(root *os.Root, name string, budget *int64) string {
+	h := sha256.New()
+	if _, ok := hashFile(root, name, h, 0, budget); !ok {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// objCheck is one repository's comparison of its object store.
+type objCheck struct {
+	root   *os.Root
+	hs     int
+	budget int64 // bytes still to inflate and hash
+	bad    []badObject
+	// unverified counts the objects changed (there at the session's
+	// start: [true]) or new ([false]) that were not hashed: too large, or
+	// past the budget.
+	unverified map[bool]int
+	packs      []string // pack files said to have changed
+	badPacks   []string // packs whose content does not match their checksum
+}
+
+type badObject struct {
+	id, why string
+	atStart bool
+}
+
+// compareObjects checks the object store (red team F6): each loose object
+// there at the session's start whose file changed since (git touches an
+// object it would have written again, which changes its change time: so
+// the content is hashed, and only a mismatch said), and each loose object
+// new since (git writes none that does not match its name; a server that
+// removed a pack could put a rewritten copy of one of its objects there),
+// within maxVerifyBytes; and the packs there at the start.
+func compareObjects(b, a *GitState) []Change {
+	if b.loose == nil || a.gone {
+		return nil
+	}
+	root, err := os.OpenRoot(filepath.Join(a.WorkTree, ".git"))
+	if err != nil {
+		return nil // said in the notes
+	}
+	defer root.Close()
+	v := &objCheck{root: root, hs: a.HashSize, budget: maxVerifyBytes, unverified: map[bool]int{}}
+	var changed []objKey
+	for k, was := range b.loose {
+		now, ok := a.loose[k]
+		if !ok { // gone (gc packed it), or not listed at the end
+			fi, err := root.Lstat(objectPath(k.hex(v.hs)))
+			if err != nil {
+				continue
+			}
+			now = fileIDOf(fi)
+		}
+		if now != was || was.ctime >= b.taken-int64(racyWindow) {
+			changed = append(changed, k)
+		}
+	}
+	slices.SortFunc(changed, func(x, y objKey) int { return bytes.Compare(x[:], y[:]) })
+	for _, k := range changed {
+		v.verify(k.hex(v.hs), true)
+	}
+	v.comparePacks(b, a)
+	var added []objKey
+	for k := range a.loose {
+		if _, ok := b.loose[k]; !ok {
+			added = append(added, k)
+		}
+	}
+	slices.SortFunc(added, func(x, y objKey) int { return bytes.Compare(x[:], y[:]) })
+	for _, k := range added {
+		v.verify(k.hex(v.hs), false)
+	}
+	return v.report(b, a)
+}
+
+// verify hashes the loose object id and records what does not match.
+func (v *objCheck) verify(id string, atStart bool) {
+	why, done := verifyLoose(v.root, objectPath(id), id, v.hs, &v.budget)
+	switch {
+	case !done:
+		v.unverified[atStart]++
+	case why != "":
+		v.bad = append(v.bad, badObject{id: id, why: why, atStart: atStart})
+	}
+}
+
+// verifyLoose reads the loose object at name as git does and says why
+// its content does not match id ("" when it does, or it is gone); done is
+// false when it was not hashed (too large, past the budget, or unreadable
+// here). What is not a regular file is not opened.
+func verifyLoose(root *os.Root, name, id string, hashSize int, budget *int64) (why string, done bool) {
+	f, fi, err := openRegular(root, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", true
+	case errors.Is(err, errNotRegular):
+		return fmt.Sprintf("it is not a file but a %s, which git would read through", typeName(fi.Mode())), true
+	case err != nil:
+		return "", false
+	}
+	defer f.Close()
+	if fi.Size() > maxObjectVerify+maxObjectVerify/16 {
+		return "", false // zlib grows what it cannot compress by far less
+	}
+	got, why, done := objectID(io.LimitReader(f, fi.Size()+1), hashSize, budget)
+	switch {
+	case !done || why != "":
+		return why, done
+	case got != id:
+		return "it hashes to " + got, true
+	}
+	return "", true
+}
+
+func typeName(m fs.FileMode) string {
+	switch m.Type() {
+	case fs.ModeSymlink:
+		return "symbolic link"
+	case fs.ModeNamedPipe:
+		return "FIFO"
+	case fs.ModeDir:
+		return "directory"
+	case fs.ModeSocket:
+		return "socket"
+	}
+	return "device"
+}
+
+// objectID inflates a loose object as git reads it ("<type> <size>\0"
+// and size bytes of content, one zlib stream, nothing after it) and
+// returns its id; why says what git would not read (done), and done is
+// false when its content is larger than maxObjectVerify or *budget.
+func objectID(r io.Reader, hashSize int, budget *int64) (id, why string, done bool) {
+	file := bufio.NewReader(r) // an io.ByteReader: zlib reads no further than its stream
+	zr, err := zlib.NewReader(file)
+	if err != nil {
+		return "", "it is not zlib data as git writes (" + err.Error() + ")", true
+	}
+	data := bufio.NewReaderSize(zr, 64)
+	hdr, err := data.ReadSlice(0)
+	if err != nil {
+		return "", "it has no object header git reads", true
+	}
+	size, ok := objectHeader(hdr[:len(hdr)-1])
+	if !ok {
+		return "", "its header " + show(firstN(string(hdr[:len(hdr)-1]), 40)) + " is not one git reads", true
+	}
+	if size > maxObjectVerify || size > *budget {
+		return "", "", false
+	}
+	*budget -= size
+	h := newHash(hashSize)
+	h.Write(hdr)
+	if _, err := io.CopyN(h, data, size); err != nil {
+		return "", "its content is shorter than its header says, or corrupt (" + err.Error() + ")", true
+	}
+	switch _, err := data.ReadByte(); {
+	case err == nil:
+		return "", "its content is longer than its header says", true
+	case err != io.EOF:
+		return "", "it is corrupt (" + err.Error() + ")", true
+	}
+	if _, err := file.ReadByte(); err != io.EOF {
+		return "", "data follows its compressed content", true
+	}
+	return hex.EncodeToString(h.Sum(nil)), "", true
+}
+
+// objectHeader reads "<type> <size>" as git's parse_loose_header does: a
+// type git knows, a size in canonical decimal.
+func objectHeader(h []byte) (int64, bool) {
+	typ, size, ok := bytes.Cut(h, []byte{' '})
+	switch string(typ) {
+	case "blob", "tree", "commit", "tag":
+	default:
+		return 0, false
+	}
+	if !ok || len(size) == 0 || len(size) > 18 || size[0] == '0' && len(size) > 1 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range size {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// comparePacks looks at the packs, pack indexes and multi-pack index
+// there at the session's start whose files changed. One gone, or new, is
+// what gc does. gc also writes a pack again under the same name, and git
+// touches a pack when it would have written an object the pack holds:
+// a pack is named by the checksum it ends with, so one whose content
+// still hashes to its name is what it was; an index whose digest is
+// what it was is too. Any other is said.
+func (v *objCheck) comparePacks(b, a *GitState) {
+	for _, name := range slices.Sorted(maps.Keys(b.packs)) {
+		was := b.packs[name]
+		now, ok := a.packs[name]
+		if !ok || now.id == was.id {
+			continue
+		}
+		if !strings.HasSuffix(name, ".pack") {
+			if was.sum == "" || digestFile(v.root, "objects/pack/"+name, &v.budget) != was.sum {
+				v.packs = append(v.packs, name)
+			}
+			continue
+		}
+		h := newHash(v.hs)
+		trailer, ok := hashFile(v.root, "objects/pack/"+name, h, v.hs, &v.budget)
+		sum := h.Sum(nil)
+		switch {
+		case !ok:
+			v.packs = append(v.packs, name)
+		case !bytes.Equal(sum, trailer):
+			v.badPacks = append(v.badPacks, name)
+		case name != "pack-"+hex.EncodeToString(sum)+".pack":
+			v.packs = append(v.packs, name)
+		}
+	}
+}
+
+// report says what the object store's check found.
+func (v *objCheck) report(b, a *GitState) []Change {
+	var out []Change
+	objects := filepath.Join(a.WorkTree, ".git", "objects")
+	wt := shq(a.WorkTree)
+	add := func(p, diff string) { out = append(out, Change{Path: p, Kind: "git", Diff: diff}) }
+	fsck := fmt.Sprintf("run git -C %s fsck before any reset, checkout or restore", wt)
+	for i, o := range v.bad {
+		if i == maxBadNamed {
+			add(objects, fmt.Sprintf("%d more objects' content does not match their names: %s\n", len(v.bad)-maxBadNamed, fsck))
+			break
+		}
+		when := "there when the session started"
+		if !o.atStart {
+			when = "written during the session"
+		}
+		add(filepath.Join(objects, o.id[:2], o.id[2:]), fmt.Sprintf("object %s's content does not match its name (%s; %s): something rewrote stored history, and git show, git restore, git checkout and git reset --hard would use what it holds now; %s\n",
+			o.id, o.why, when, fsck))
+	}
+	for _, p := range v.badPacks {
+		add(filepath.Join(objects, "pack", p), fmt.Sprintf("the pack %s's content does not match the checksum it ends with: something rewrote stored history in place; %s\n", p, fsck))
+	}
+	if len(v.packs) > 0 {
+		add(filepath.Join(objects, "pack"), fmt.Sprintf("%s, there when the session started, changed during the session and could not be checked here (gc and repack write a pack again only as it was): %s\n",
+			strings.Join(v.packs, ", "), fsck))
+	}
+	if n := v.unverified[true]; n > 0 {
+		add(objects, fmt.Sprintf("%d loose objects there when the session started changed on disk and were not hashed here (larger than %d MiB, or past the %d MiB this report hashes): %s\n",
+			n, maxObjectVerify>>20, maxVerifyBytes>>20, fsck))
+	}
+	if b.looseCapped {
+		add(objects, fmt.Sprintf("only %d loose objects were recorded when the session started (there were more, or more names in .git/objects than this report looks at): a rewrite of one beyond them is not detected; %s\n", len(b.loose), fsck))
+	}
+	switch n := v.unverified[false]; {
+	case n > 0:
+		add(objects, fmt.Sprintf("%d loose objects written during the session were not hashed here (larger than %d MiB, or past the %d MiB this report hashes): git -C %s fsck checks them\n",
+			n, maxObjectVerify>>20, maxVerifyBytes>>20, wt))
+	case a.looseCapped && !b.looseCapped:
+		add(objects, fmt.Sprintf("only %d loose objects were listed at the end of the session (there were more, or more names in .git/objects than this report looks at): new ones beyond them were not hashed here; git -C %s fsck checks them\n", len(a.loose), wt))
+	}
+	return out
 }

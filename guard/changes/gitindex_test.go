@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,9 +59,9 @@ func newRepo(t testing.TB, dir string, v int, format string) {
 
 // fillRepo adds what exercises the index format: shared prefixes (v4's
 // compression), a name of 0xfff bytes or more (its length not in the
-// flags; unless small), an intent-to-add entry and a skip-worktree one
-// (extended flags: version 3, unless not extended), a link and a
-// conflicted path's stages.
+// flags; unless small), an assume-unchanged entry, an intent-to-add entry
+// and a skip-worktree one (extended flags: version 3, unless not
+// extended), a link and a conflicted path's stages.
 func fillRepo(t testing.TB, dir string, extended, small bool) {
 	t.Helper()
 	for _, p := range []string{"src/a/one.go", "src/a/two.go", "src/b/three.go", "src/bb.go", "z.txt"} {
@@ -69,6 +70,7 @@ func fillRepo(t testing.TB, dir string, extended, small bool) {
 	}
 	require.NoError(t, os.Symlink("README.md", filepath.Join(dir, "link")))
 	gitIn(t, dir, "", "add", ".")
+	gitIn(t, dir, "", "update-index", "--assume-unchanged", "src/bb.go")
 	blob := gitIn(t, dir, "long\n", "hash-object", "-w", "--stdin")
 	if !small {
 		long := strings.Repeat("d/", 0xfff/2) + "f" // 4095 bytes: the flags say 0xfff
@@ -128,7 +130,8 @@ func TestReadIndexAsGit(t *testing.T) {
 			assert.Equal(t, lsFiles(t, dir), got)
 			assert.Equal(t, tc.v != 2, flags["new.txt"].IntentToAdd)
 			assert.Equal(t, tc.v != 2, flags["z.txt"].SkipWorktree)
-			assert.False(t, flags["README.md"].SkipWorktree || flags["README.md"].IntentToAdd)
+			assert.True(t, flags["src/bb.go"].AssumeValid)
+			assert.False(t, flags["README.md"].SkipWorktree || flags["README.md"].IntentToAdd || flags["README.md"].AssumeValid)
 			assert.Empty(t, ix.Threaded)
 			if tc.threads {
 				assert.Subset(t, ix.Extensions, []string{"IEOT", "EOIE"})
@@ -274,6 +277,24 @@ func TestReadIndexBuilt(t *testing.T) {
 			}
 			assert.Empty(t, ix.Threaded, "v%d: blocks git wrote read the same", v)
 		}
+	}
+}
+
+// TestReadIndexFlags: the bits that hide an entry's file from git status
+// are read in every version: assume-valid in the flags, skip-worktree in
+// the extended flags.
+func TestReadIndexFlags(t *testing.T) {
+	ents := []entry{auto("a"), {path: "b", mode: 0o100644, flags: 0x8000, strip: -1},
+		{path: "c", mode: 0o100644, flags: 0x4000, ext: 0x4000, strip: -1},
+		{path: "d", mode: 0o100644, flags: 0x8000 | 0x4000, ext: 0x6000, strip: -1}}
+	for _, v := range []int{2, 3, 4} {
+		ix, err := changes.ReadIndex(buildIndex(v, 20, ents, nil, nil), 20)
+		require.NoError(t, err, "v%d", v)
+		var got []string
+		for _, e := range ix.Entries {
+			got = append(got, fmt.Sprintf("%s %t %t %t", e.Path, e.AssumeValid, e.SkipWorktree, e.IntentToAdd))
+		}
+		assert.Equal(t, []string{"a false false false", "b true false false", "c false true false", "d true true true"}, got, "v%d", v)
 	}
 }
 
