@@ -597,3 +597,23 @@ func TestContainGitWork(t *testing.T) {
 	}
 	assert.Contains(t, out, "write:"+filepath.Join(evil, "config")+" ok", "outside a .git, config is any file")
 }
+
+// TestContainNestedWriteRoots: a write root inside another (policy init
+// writes ${WS} and ${WS}/state for a server with a state directory) is
+// written like the outer one: files and directories made in both, the
+// protected names still refused in the inner one. Before, the second
+// supervised mount refused every name made below it (issue 33's matrix).
+func TestContainNestedWriteRoots(t *testing.T) {
+	rootOrSkip(t)
+	w := newWorld(t)
+	inner := filepath.Join(w.writeRoot, "state")
+	require.NoError(t, os.Mkdir(inner, 0o777))
+	w.pol.Filesystem.Write = append(w.pol.Filesystem.Write, inner)
+	out := runRaw(t, w, "write:"+filepath.Join(inner, "db.json"), "write:"+filepath.Join(w.writeRoot, "a.txt"),
+		"name:creat#"+filepath.Join(inner, ".envrc"))
+	assert.Contains(t, out, "state/db.json ok")
+	assert.Contains(t, out, "ws/a.txt ok")
+	assert.NotContains(t, out, ".envrc ok")
+	assert.FileExists(t, filepath.Join(inner, "db.json"))
+	assert.False(t, attack.HasPayload(filepath.Join(inner, ".envrc")))
+}

@@ -272,9 +272,18 @@ func (s *Sandbox) egress(cmd *exec.Cmd, spec *launch.Spec, r *Rules) error {
 // system (package namefs), which refuses protected names (Landlock cannot),
 // and logs what it refused.
 func (s *Sandbox) supervise(cmd *exec.Cmd, spec *launch.Spec) error {
+	var dirs []string
 	for _, root := range spec.Writable {
 		if fi, err := os.Stat(root); err == nil && fi.IsDir() {
-			spec.Supervise = append(spec.Supervise, root)
+			dirs = append(dirs, filepath.Clean(root))
+		}
+	}
+	// A write root inside another is served by the outer one's mount: a
+	// second supervised mount below the first refused every name made
+	// in it (policy init writes ${WS} and ${WS}/state: issue 33's matrix).
+	for _, d := range dirs {
+		if !slices.ContainsFunc(dirs, func(o string) bool { return o != d && within(o, d) }) && !slices.Contains(spec.Supervise, d) {
+			spec.Supervise = append(spec.Supervise, d)
 		}
 	}
 	if len(spec.Supervise) == 0 {
@@ -311,6 +320,12 @@ func (s *Sandbox) readEvents(r io.Reader) {
 			s.opts.OnDenial(e)
 		}
 	}
+}
+
+// within reports whether p is dir or below it.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // refusalReason says why stage 1 refused ev.
