@@ -20,6 +20,7 @@ import (
 	"github.com/mcpguard/mcpguard/guard/landlock/auditlog"
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	"github.com/mcpguard/mcpguard/guard/launch"
+	"github.com/mcpguard/mcpguard/guard/pathrules"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
 )
@@ -282,7 +283,7 @@ func (s *Sandbox) supervise(cmd *exec.Cmd, spec *launch.Spec) error {
 	// second supervised mount below the first refused every name made
 	// in it (policy init writes ${WS} and ${WS}/state: issue 33's matrix).
 	for _, d := range dirs {
-		if !slices.ContainsFunc(dirs, func(o string) bool { return o != d && within(o, d) }) && !slices.Contains(spec.Supervise, d) {
+		if !slices.ContainsFunc(dirs, func(o string) bool { return o != d && pathrules.Host.Within(d, o) }) && !slices.Contains(spec.Supervise, d) {
 			spec.Supervise = append(spec.Supervise, d)
 		}
 	}
@@ -320,12 +321,6 @@ func (s *Sandbox) readEvents(r io.Reader) {
 			s.opts.OnDenial(e)
 		}
 	}
-}
-
-// within reports whether p is dir or below it.
-func within(dir, p string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // refusalReason says why stage 1 refused ev.

@@ -8,6 +8,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/mcpguard/mcpguard/guard/pathrules"
 )
 
 // NewSpec is the spec for a server under a proxy with the given effective
@@ -140,7 +142,7 @@ func gitDirOf(p string, roots []string) (string, bool) {
 	}
 	for _, r := range roots {
 		if rr, err := filepath.EvalSymlinks(r); err == nil {
-			if rel, err := filepath.Rel(rr, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			if pathrules.Host.Within(real, rr) {
 				return real, true
 			}
 		}
