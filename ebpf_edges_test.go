@@ -105,6 +105,12 @@ func edgeStep(s []string) error {
 		return err
 	case "write":
 		return os.WriteFile(arg(1), []byte("written by a guarded process\n"), 0o644)
+	case "tmpwrite":
+		// A temporary file where the runtime puts them (os.TempDir).
+		if os.TempDir() == "/tmp" {
+			return errors.New("TMPDIR is the shared /tmp")
+		}
+		return os.WriteFile(filepath.Join(os.TempDir(), arg(1)), []byte("scratch\n"), 0o644)
 	case "link":
 		return os.Link(arg(1), arg(2))
 	case "exec":
@@ -478,6 +484,23 @@ func TestEdgesTmpStaging(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(d.root, "stage"))
 	s.Close()
 	assert.Contains(t, log.String(), `"rule":"file.write_denied"`)
+}
+
+// TestEdgesScratch: a launched server's temporary files just work without
+// a grant of the shared /tmp (still refused): its TMPDIR is a directory
+// of its own (launch.Scratch), gone after the session.
+func TestEdgesScratch(t *testing.T) {
+	d := newEdgeDirs(t)
+	s, _ := edgeSession(t, d.policy())
+	before, err := filepath.Glob(filepath.Join(os.TempDir(), "mcpguard-tmp-*"))
+	require.NoError(t, err)
+	stage := filepath.Join(os.TempDir(), fmt.Sprintf("mcpguard-stage-%d", os.Getpid()))
+	res := edgeRun(t, s, []string{"tmpwrite", "a.txt"}, []string{"write", stage})
+	assert.Equal(t, map[string]string{"tmpwrite": "ok", "write": "EROFS"}, res)
+	require.NoError(t, s.Close())
+	after, err := filepath.Glob(filepath.Join(os.TempDir(), "mcpguard-tmp-*"))
+	require.NoError(t, err)
+	assert.ElementsMatch(t, before, after, "the scratch goes with the session")
 }
 
 func TestEdgesSymlinkAndHardlink(t *testing.T) {

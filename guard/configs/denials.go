@@ -78,8 +78,11 @@ func eventDenial(e audit.Event) (Denial, bool) {
 		kind = "write"
 	}
 	from := "kernel"
-	if egress.FromFilter(e) {
+	switch {
+	case egress.FromFilter(e):
 		from = "egress filter"
+	case strings.HasPrefix(e.Rule, "reported."):
+		from = "server's own report"
 	}
 	return Denial{Kind: kind, Target: e.Target, From: from}, true
 }
@@ -219,6 +222,9 @@ func allowLine(kind, target string) string {
 		if system(d) {
 			return fmt.Sprintf("no policy line: %s is a system directory, never a write root; a server that needs to write there is not one to run under a guard", d)
 		}
+		if sharedTemp(d) {
+			return fmt.Sprintf("no policy line: %s is shared by every user and job (granting it gives the server everyone's temporary files); under L3 the server's $TMPDIR is a directory of its own, made and removed with the session, so a server that writes %s by name rather than through $TMPDIR needs a directory of its own set in its configuration, granted with \"filesystem\": {\"write\": [...]}", d, d)
+		}
 		if home, err := os.UserHomeDir(); err == nil && d == filepath.Clean(home) {
 			return fmt.Sprintf("no policy line: %s is the home directory, never a write root (mcpguard's own policy and audit log are there); give the server a directory of its own for what it writes there (its state path under ~/.NAME/), and grant that", d)
 		}
@@ -239,6 +245,12 @@ func system(d string) bool {
 		}
 	}
 	return d == "/"
+}
+
+// sharedTemp reports whether d is one of the system's shared temporary
+// directories (or the proxy's own TMPDIR, where servers' scratches live).
+func sharedTemp(d string) bool {
+	return d == "/tmp" || d == "/var/tmp" || d == "/dev/shm" || d == filepath.Clean(os.TempDir())
 }
 
 // dataRoot is the directory to grant for a data path.

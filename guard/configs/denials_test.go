@@ -52,14 +52,17 @@ func TestDenialsFromKernel(t *testing.T) {
 // TestDenialsWithoutAGrant: refusals no policy line can lift say so,
 // rather than propose a grant that does not help (a program or a
 // protected name in a write root) or one that should never be given
-// (a system directory, which a server can name on its stderr: red team).
+// (a system directory, which a server can name on its stderr: red team;
+// the shared /tmp).
 func TestDenialsWithoutAGrant(t *testing.T) {
 	ev := []audit.Event{
 		{Layer: "L3", Decision: audit.Deny, Rule: "file.executable_denied", Target: "/ws/node_modules/.bin/jest"},
 		{Layer: "L3", Decision: audit.Deny, Rule: "file.protected_denied", Target: "/ws/.git/hooks/pre-commit"},
 	}
-	ds := Denials(ev, []byte("PermissionError: [Errno 13] Permission denied: '/etc/cron.d/backup'\nError: EACCES: permission denied, mkdir '/srv/data/x'\n"), 10)
-	require.Len(t, ds, 4, "%+v", ds)
+	ds := Denials(ev, []byte("PermissionError: [Errno 13] Permission denied: '/etc/cron.d/backup'\nError: EACCES: permission denied, mkdir '/srv/data/x'\n"+
+		"Error: EROFS: read-only file system, open '/tmp/tmp.js'\n"), 10)
+	require.Len(t, ds, 5, "%+v", ds)
+	assert.Contains(t, ds[4].Allow, "no policy line: /tmp is shared by every user and job", "the shared /tmp is not proposed (issue 33: servers given it were killed; $TMPDIR is theirs)")
 	assert.Equal(t, "program", ds[0].Kind)
 	assert.Contains(t, ds[0].Allow, "no policy line")
 	assert.Equal(t, "protected", ds[1].Kind)

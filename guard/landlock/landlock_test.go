@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +42,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// child runs actions ("read:PATH", "write:PATH", "connect:HOST:PORT",
+// child runs actions ("read:PATH", "write:PATH", "tmp:NAME" (a file in
+// os.TempDir(), which it prints first), "connect:HOST:PORT",
 // "udp:HOST:PORT", "exec:PATH", "signal:PID", "spawn") and prints "ACTION ok" or "ACTION denied" or "ACTION error: ...".
 // "spawn" runs the rest of the actions in a grandchild (this binary again)
 // and relays its lines prefixed with "grandchild ".
@@ -74,6 +76,9 @@ func do(action string) error {
 		return err
 	case "write":
 		return os.WriteFile(arg, []byte("x"), 0o644)
+	case "tmp":
+		fmt.Printf("tmpdir %s\n", os.TempDir())
+		return os.WriteFile(filepath.Join(os.TempDir(), arg), []byte("x"), 0o644)
 	case "connect":
 		c, err := net.Dial("tcp", arg)
 		if err == nil {
@@ -643,4 +648,40 @@ func TestLimitsByABI(t *testing.T) {
 		}
 		assert.Contains(t, sb.Limits(), "ABI "+strconv.Itoa(abi))
 	}
+}
+
+// TestServerScratch: a server's temporary files just work under L3 without
+// granting the shared /tmp: its TMPDIR is a directory of its own, removed
+// with the session, while /tmp itself stays refused. A TMPDIR the policy
+// already grants (inside a write root) is kept.
+func TestServerScratch(t *testing.T) {
+	w := newWorld(t)
+	outside := filepath.Join(os.TempDir(), fmt.Sprintf("mcpguard-scratch-test-%d", os.Getpid()))
+	t.Cleanup(func() { os.Remove(outside) })
+	run := func(tmpdir string) (string, string) {
+		sb := newSandbox(t, w.pol)
+		cmd := exec.Command(os.Args[0], "tmp:a.txt", "write:"+outside)
+		cmd.Env = append(os.Environ(), childEnv+"=1", "TMPDIR="+tmpdir, "TMP=/tmp", "TEMP=/tmp")
+		require.NoError(t, sb.Prepare(cmd))
+		out, err := sandboxedOutput(sb, cmd)
+		require.NoError(t, err)
+		t.Logf("child:\n%s", out)
+		m := regexp.MustCompile(`(?m)^tmpdir (.*)$`).FindStringSubmatch(string(out))
+		require.NotNil(t, m, "the child printed no tmpdir")
+		return string(out), m[1]
+	}
+
+	out, dir := run("/tmp")
+	assert.Contains(t, out, "tmp:a.txt ok")
+	assert.Contains(t, out, "write:"+outside+" denied", "the shared /tmp stays refused")
+	assert.NotEqual(t, "/tmp", dir)
+	assert.NoDirExists(t, dir, "the scratch goes with the session")
+	assert.NoFileExists(t, filepath.Join("/tmp", "a.txt"))
+
+	granted := filepath.Join(w.writeRoot, "tmp")
+	require.NoError(t, os.Mkdir(granted, 0o777))
+	out, dir = run(granted)
+	assert.Contains(t, out, "tmp:a.txt ok")
+	assert.Equal(t, granted, dir, "a TMPDIR in a write root is the policy's choice")
+	assert.FileExists(t, filepath.Join(granted, "a.txt"))
 }

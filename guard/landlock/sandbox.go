@@ -97,7 +97,10 @@ type Sandbox struct {
 	// Close; limiters their cgroups.
 	launches []*launch.Launch
 	limiters []*launch.Limiter
-	limits   launch.Limits
+	// scratches are the servers' own TMPDIRs (launch.Scratch), removed
+	// by Close.
+	scratches []*launch.Scratch
+	limits    launch.Limits
 }
 
 var _ guard.Sandbox = (*Sandbox)(nil)
@@ -196,6 +199,9 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 	}
 	s.roots = r.WriteRoots()
 	s.before = changes.Take(s.roots, launch.IsProtected)
+	if err := s.addScratch(cmd, &spec, r); err != nil {
+		return err
+	}
 	spec.ExecConfig = s.execConfig
 	spec.Landlock = r
 	spec.Readable, spec.Reach = reachOf(r)
@@ -226,6 +232,25 @@ func (s *Sandbox) Prepare(cmd *exec.Cmd) error {
 	}
 	s.launches = append(s.launches, l)
 	s.prepared = r
+	return nil
+}
+
+// addScratch gives the server its own TMPDIR (launch.Scratch), a write
+// root of its own after the change report's snapshot (it is not the
+// user's), not supervised: nothing in it outlives the session, so no name
+// there is one the user's tools obey.
+func (s *Sandbox) addScratch(cmd *exec.Cmd, spec *launch.Spec, r *Rules) error {
+	sc, err := launch.NewScratch(*spec, cmd.Env)
+	if err != nil || sc == nil {
+		if err != nil {
+			return fmt.Errorf("landlock prepare: %w", err)
+		}
+		return nil
+	}
+	s.scratches = append(s.scratches, sc)
+	r.Paths = append(r.Paths, PathRule{Path: sc.Dir, Access: Write, Why: "server scratch (TMPDIR)"})
+	spec.Writable = append(spec.Writable, sc.Dir)
+	cmd.Env = sc.Env(cmd.Env)
 	return nil
 }
 
@@ -275,6 +300,9 @@ func (s *Sandbox) egress(cmd *exec.Cmd, spec *launch.Spec, r *Rules) error {
 func (s *Sandbox) supervise(cmd *exec.Cmd, spec *launch.Spec) error {
 	var dirs []string
 	for _, root := range spec.Writable {
+		if slices.ContainsFunc(s.scratches, func(sc *launch.Scratch) bool { return sc.Dir == root }) {
+			continue
+		}
 		if fi, err := os.Stat(root); err == nil && fi.IsDir() {
 			dirs = append(dirs, filepath.Clean(root))
 		}
@@ -515,7 +543,10 @@ func (s *Sandbox) Close() error {
 	for _, l := range s.launches {
 		errs = append(errs, l.Close())
 	}
-	s.launches, s.limiters = nil, nil
+	for _, sc := range s.scratches {
+		errs = append(errs, sc.Close())
+	}
+	s.launches, s.limiters, s.scratches = nil, nil, nil
 	return errors.Join(errs...)
 }
 

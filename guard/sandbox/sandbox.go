@@ -105,6 +105,8 @@ type Session struct {
 	gate   *launch.Gate
 	// before is the snapshot the session change report compares with.
 	before *changes.Snapshot
+	// scratch is the server's own TMPDIR, removed by Close.
+	scratch *launch.Scratch
 	// denials logs the kernel's and the egress filter's refusals, bounded
 	// (Options.Audit).
 	denials *audit.Logger
@@ -250,6 +252,10 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 		s.limiter = lim
 		lim.Watch(s.breach)
 	}
+	if err := s.addScratch(cmd, &spec); err != nil {
+		s.Close()
+		return fmt.Errorf("ebpf prepare: %w", err)
+	}
 	if err := s.load(cmd, self); err != nil {
 		s.Close()
 		return err
@@ -276,6 +282,21 @@ func (s *Session) Prepare(cmd *exec.Cmd) error {
 	}
 	cmd.SysProcAttr.UseCgroupFD = true
 	cmd.SysProcAttr.CgroupFD = cg.fd
+	return nil
+}
+
+// addScratch gives the server its own TMPDIR (launch.Scratch), a write
+// root of its session, after the change report's snapshot: it is not the
+// user's.
+func (s *Session) addScratch(cmd *exec.Cmd, spec *launch.Spec) error {
+	sc, err := launch.NewScratch(*spec, cmd.Env)
+	if err != nil || sc == nil {
+		return err
+	}
+	s.scratch = sc
+	s.rules.Files = append(s.rules.Files, FileRule{Path: sc.Dir, Access: bpf.AccRead | bpf.AccWrite})
+	spec.Writable = append(spec.Writable, sc.Dir)
+	cmd.Env = sc.Env(cmd.Env)
 	return nil
 }
 
@@ -589,6 +610,7 @@ func (s *Session) Close() error {
 		errs = append(errs, s.cg.remove(2*time.Second))
 	}
 	errs = append(errs, s.launch.Close())
+	errs = append(errs, s.scratch.Close())
 	errs = append(errs, s.objs.Close())
 	return errors.Join(errs...)
 }
