@@ -167,6 +167,7 @@ func (g *guardFlags) proxy(s stdio, argv []string) (p *guard.Proxy, close func()
 		}
 		fmt.Fprintln(s.err, msg)
 		x = newExplainer(s, setup.Sandbox.Name())
+		x.LogTo(logger, server, setup.Name)
 		stages = append(slices.Clip(stages), x.Stage())
 		stderr = io.MultiWriter(s.err, x)
 	}

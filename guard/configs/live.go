@@ -24,6 +24,43 @@ type Explainer struct {
 	seen    map[string]bool
 	first   []Denial
 	line    []byte // the server's stderr since its last newline
+	// log, when set, also receives the denials the kernel told no one of
+	// (seen in what the server printed or answered), as L3 events with
+	// a RuleReported* rule: the kernel's and the egress filter's are
+	// logged by the backend already.
+	log            *audit.Logger
+	server, config string
+}
+
+// The rules of the L3 refusals known only from the server's own report
+// (its stderr, a tool's answer): Landlock without the kernel's audit
+// records tells no one else. eventDenial reads them back by these words.
+const (
+	RuleReportedOpen    = "reported.open_refused"
+	RuleReportedWrite   = "reported.write_refused"
+	RuleReportedExec    = "reported.exec_refused"
+	RuleReportedConnect = "reported.net_refused"
+)
+
+// reportedRule is the audit rule of a Denial seen in the server's report.
+func reportedRule(kind string) string {
+	switch kind {
+	case "write":
+		return RuleReportedWrite
+	case "exec":
+		return RuleReportedExec
+	case "connect":
+		return RuleReportedConnect
+	}
+	return RuleReportedOpen
+}
+
+// LogTo makes x also write the denials only the server reported to l
+// (audit log and `mcpguard audit`), for server under config.
+func (x *Explainer) LogTo(l *audit.Logger, server, config string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.log, x.server, x.config = l, server, config
 }
 
 // maxExplained bounds the denials one session prints (and keeps for the
@@ -64,6 +101,11 @@ func (x *Explainer) report(d Denial, why string) {
 		fmt.Fprintf(x.w, "          %s\n", why)
 	}
 	fmt.Fprintf(x.w, "          allow: %s\n", d.Allow)
+	if x.log != nil && d.From != "kernel" && d.From != "egress filter" {
+		x.log.Log(audit.Event{Server: x.server, Config: x.config, Layer: "L3", Rule: reportedRule(d.Kind),
+			Decision: audit.Deny, Target: d.Target,
+			Reason: fmt.Sprintf("refused under L3 (%s), known from the %s: the kernel reported nothing here; allow: %s", x.backend, d.From, d.Allow)})
+	}
 }
 
 // Explained returns the denials reported so far.

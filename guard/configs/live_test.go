@@ -3,6 +3,7 @@ package configs
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,6 +45,36 @@ func TestExplainer(t *testing.T) {
 	assert.Contains(t, got, "denied open /etc/app/secret.toml [tool query answered]")
 	assert.NotContains(t, got, "/x/y", "only tool calls' answers are read")
 	assert.Len(t, x.Explained(), 4)
+}
+
+// TestExplainerLogs: what only the server reported reaches the audit log,
+// as an L3 denial that `mcpguard audit` explains the same way; a kernel
+// event (already logged by its backend) is not logged twice.
+func TestExplainerLogs(t *testing.T) {
+	var out, log bytes.Buffer
+	x := NewExplainer(&out, "landlock")
+	x.LogTo(audit.New(&log), "pg", "C-full-landlock")
+	x.Event(audit.Event{Layer: "L3", Decision: audit.Deny, Rule: "net.connect_denied", Target: "10.0.0.1:443"})
+	x.Write([]byte("Error: connect ECONNREFUSED 127.0.0.1:5432\nError: EROFS: read-only file system, open '/srv/data/x.db'\n"))
+	var events []audit.Event
+	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		var e audit.Event
+		require.NoError(t, json.Unmarshal([]byte(line), &e))
+		events = append(events, e)
+	}
+	require.Len(t, events, 2, log.String())
+	assert.Equal(t, RuleReportedConnect, events[0].Rule)
+	assert.Equal(t, "127.0.0.1:5432", events[0].Target)
+	assert.Equal(t, RuleReportedWrite, events[1].Rule)
+	for _, e := range events {
+		assert.Equal(t, "L3", e.Layer)
+		assert.Equal(t, "pg", e.Server)
+		assert.Contains(t, e.Reason, "the kernel reported nothing")
+	}
+	ds := Denials(events, nil, 10)
+	require.Len(t, ds, 2)
+	assert.Equal(t, Denial{Kind: "write", Target: "/srv/data/x.db", From: "server's own report", Allow: `"filesystem": {"write": ["/srv/data"]}`}, ds[1])
+	assert.Equal(t, "connect", ds[0].Kind)
 }
 
 // TestExplainerHidden: "not found" for a path the host has is the launcher
