@@ -120,12 +120,29 @@ type auditGroup struct {
 	suppressed int
 }
 
+// routineRule is what the guard does in every session as the policy says,
+// not a refusal to act on: the variables the env allow-list held back.
+// The summary gives it one line at the end (--rule env.filtered shows it
+// in full), so that a server that works does not open with it.
+const routineRule = "env.filtered"
+
 func printAuditSummary(w io.Writer, h hinter, events []audit.Event, f auditFilter) {
 	file := h.file
 	groups := map[string]*auditGroup{}
 	var order []string
+	var routine []string
+	sessions := 0
 	for i, e := range events {
 		if !f.keep(e) {
+			continue
+		}
+		if e.Rule == routineRule && f.rule != routineRule {
+			sessions++
+			for _, v := range strings.Split(e.Target, ",") {
+				if v != "" && !slices.Contains(routine, v) {
+					routine = append(routine, v)
+				}
+			}
 			continue
 		}
 		k := e.Server + "\x00" + e.Layer + "\x00" + e.Rule
@@ -148,6 +165,7 @@ func printAuditSummary(w io.Writer, h hinter, events []audit.Event, f auditFilte
 			g.targets = append(g.targets, t)
 		}
 	}
+	defer printRoutine(w, routine, sessions)
 	if len(order) == 0 {
 		fmt.Fprintf(w, "%s: no denials or rewrites%s\n", file, f.describe())
 		return
@@ -183,6 +201,20 @@ func printAuditSummary(w io.Writer, h hinter, events []audit.Event, f auditFilte
 			fmt.Fprintf(w, "      allow: %s\n", h.allow(g.example, g.lastEvent))
 		}
 	}
+}
+
+// printRoutine is the one line for the env allow-list's work.
+func printRoutine(w io.Writer, vars []string, sessions int) {
+	if sessions == 0 {
+		return
+	}
+	sort.Strings(vars)
+	shown := strings.Join(vars[:min(8, len(vars))], ", ")
+	if len(vars) > 8 {
+		shown += fmt.Sprintf(" and %d more", len(vars)-8)
+	}
+	fmt.Fprintf(w, "\nroutine: %d session(s) started without the environment variables the policy's env allow-list leaves out (%s); "+
+		"a server that needs one: \"env\": {\"allow\": [\"NAME\"]}; --rule %s lists them by server\n", sessions, shown, routineRule)
 }
 
 func (f auditFilter) describe() string {

@@ -75,6 +75,29 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// TestAuditRoutine: the env allow-list's work in every session is one
+// line after the denials, not the first group of every summary (issue
+// 33's matrix); --rule env.filtered shows it as a group.
+func TestAuditRoutine(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	env := audit.Event{Time: time.Now(), Server: "files", Config: "C-app", Layer: "L1", Rule: "env.filtered", Decision: audit.Rewrite,
+		Reason: "environment variables not in the policy's env allow-list were not passed to the server", Target: "AWS_SECRET_ACCESS_KEY,SSH_AUTH_SOCK"}
+	writeEvents(t, file, env, env)
+	code, out, stderr := runIn(t, nil, "audit", "--file", file)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "no denials or rewrites")
+	assert.Contains(t, out, "routine: 2 session(s) started without the environment variables the policy's env allow-list leaves out (AWS_SECRET_ACCESS_KEY, SSH_AUTH_SOCK)")
+	assert.NotContains(t, out, "L1 env.filtered")
+
+	file = filepath.Join(t.TempDir(), "audit.jsonl")
+	writeEvents(t, file, append([]audit.Event{env}, auditFixture...)...)
+	_, out, _ = runIn(t, nil, "audit", "--file", file)
+	assert.Less(t, strings.Index(out, "path.outside_roots"), strings.Index(out, "routine: 1 session(s)"))
+	_, out, _ = runIn(t, nil, "audit", "--file", file, "--rule", "env.filtered")
+	assert.Contains(t, out, "L1 env.filtered  1×")
+	assert.NotContains(t, out, "routine:")
+}
+
 // TestAuditFollow: --follow prints an event appended after it started,
 // with what would allow it, and only that one.
 func TestAuditFollow(t *testing.T) {
