@@ -70,6 +70,8 @@ func eventDenial(e audit.Event) (Denial, bool) {
 		kind = "program"
 	case e.Rule == launch.RuleProtectedName:
 		kind = "protected"
+	case e.Rule == RuleReportedUnix:
+		kind = "unix"
 	case strings.Contains(e.Rule, "exec"):
 		kind = "exec"
 	case strings.Contains(e.Rule, "net"):
@@ -115,11 +117,15 @@ func textDenials(b []byte, from string) []Denial {
 				}
 			case "conn":
 				kind = "connect"
+			case "unixsock":
+				kind, target = "unix", "AF_UNIX socket"
+			case "usock":
+				kind, target = "unix", string(m[i])
 			case "path", "mod", "conn_target", "epath", "spath", "rpath", "ropath", "gpath":
 				target = string(m[i])
 			}
 		}
-		if kind != "connect" && !filepath.IsAbs(target) {
+		if kind != "connect" && kind != "unix" && !filepath.IsAbs(target) {
 			continue
 		}
 		src := from
@@ -191,7 +197,12 @@ var stderrDenial = regexp.MustCompile(
 		// in PATH: 13-server matrix, issue 33).
 		`|(?:spawn (?P<sppath>/[^ \n]+) E(?:ACCES|PERM))` +
 		`|(?:(?P<bipath>/[^: \n]+): bad interpreter: Permission denied)` +
-		`|(?:: [0-9]+: (?P<shcmd>[A-Za-z0-9_.+-]+): Permission denied)`)
+		`|(?:: [0-9]+: (?P<shcmd>[A-Za-z0-9_.+-]+): Permission denied)` +
+		// Unix sockets, which a Landlock config's seccomp filter refuses
+		// outright before ABI 9: Chromium's "socket() failed: Permission
+		// denied (13)" (issue 33's matrix), node's "connect EACCES /path".
+		`|(?:(?P<unixsock>socket)\(\) failed: (?:Permission denied|Operation not permitted))` +
+		`|(?:connect E(?:ACCES|PERM) (?P<usock>/[^ \n]+))`)
 
 // allowLine is the policy line that would allow one denial. Code (what an
 // interpreter loads) is a runtime grant; anything else is data, for the
@@ -213,6 +224,8 @@ func allowLine(kind, target string) string {
 			line += "   (under L3 the server has a network namespace of its own: the host's " + host + " is reached only through this rule)"
 		}
 		return line
+	case "unix":
+		return "no policy line under a Landlock config on this kernel: its seccomp filter refuses unix sockets outright (Landlock judges them by path only from ABI 9), so a server that needs them (a browser such as Chromium) cannot run under C-landlock or C-full-landlock here; use C-app, or a BPF LSM config (C-full: a kernel with BPF LSM, or mcpguard vm)"
 	case "program":
 		return "no policy line: nothing the server writes may be a program (an execute bit, or on Landlock a link to one), so that nothing it leaves runs later as you; a file the policy's write list names itself may be written (docs/l3.md, \"No programs in a write root\")"
 	case "protected":

@@ -72,6 +72,18 @@ func TestDenialsWithoutAGrant(t *testing.T) {
 	assert.Equal(t, `"filesystem": {"write": ["/srv/data"]}`, ds[3].Allow, "other directories as before")
 }
 
+// TestDenialsOfUnixSockets: Chromium's refused socket() and node's refused
+// connect to a socket path say that no policy line helps under Landlock
+// (issue 33's matrix: playwright failed with nothing said).
+func TestDenialsOfUnixSockets(t *testing.T) {
+	ds := Denials(nil, []byte("[123:123:FATAL:platform_channel.cc(52)] Check failed: . socket() failed: Permission denied (13)\n"+
+		"Error: connect EACCES /run/postgresql/.s.PGSQL.5432\n"), 10)
+	require.Len(t, ds, 2, "%+v", ds)
+	assert.Equal(t, Denial{Kind: "unix", Target: "AF_UNIX socket", From: "server stderr", Allow: allowLine("unix", "")}, ds[0])
+	assert.Equal(t, "/run/postgresql/.s.PGSQL.5432", ds[1].Target)
+	assert.Contains(t, ds[0].Allow, "cannot run under C-landlock or C-full-landlock here; use C-app, or a BPF LSM config")
+}
+
 // TestDenialsOfPrograms: the ways real servers report a program they could
 // not start, and a refused connect to loopback, from issue 33's matrix.
 func TestDenialsOfPrograms(t *testing.T) {

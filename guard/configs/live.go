@@ -40,6 +40,7 @@ const (
 	RuleReportedWrite   = "reported.write_refused"
 	RuleReportedExec    = "reported.exec_refused"
 	RuleReportedConnect = "reported.net_refused"
+	RuleReportedUnix    = "reported.unix_socket_refused"
 )
 
 // reportedRule is the audit rule of a Denial seen in the server's report.
@@ -51,6 +52,8 @@ func reportedRule(kind string) string {
 		return RuleReportedExec
 	case "connect":
 		return RuleReportedConnect
+	case "unix":
+		return RuleReportedUnix
 	}
 	return RuleReportedOpen
 }
