@@ -26,7 +26,8 @@ import (
 //   - no network at all (a network namespace of its own under a root
 //     proxy, Landlock's TCP rules and the seccomp filter's UDP refusal
 //     otherwise; where neither can hold, init refuses to start the server);
-//   - write access to a scratch directory only (its TMPDIR), removed after;
+//   - write access to a scratch directory (its TMPDIR), removed after, and
+//     to the --data directories the operator names, nothing else;
 //   - read access to the working directory (the workspace policy init is
 //     run in, as docs/policy.md says), unless it holds $HOME or is /, and
 //     to what the server's own arguments name (argumentRoots);
@@ -46,7 +47,7 @@ type initBox struct {
 // errInitUnconfined is returned where the server could not be confined.
 var errInitUnconfined = errors.New("policy init cannot confine the server here")
 
-func newInitBox(name string, extraEnv []string, nets []policy.NetRule, argRoots []argRoot) (*initBox, error) {
+func newInitBox(name string, extraEnv []string, nets []policy.NetRule, argRoots []argRoot, data []string) (*initBox, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return nil, err
@@ -63,7 +64,8 @@ func newInitBox(name string, extraEnv []string, nets []policy.NetRule, argRoots 
 		return nil, fmt.Errorf("policy init: scratch directory: %w", err)
 	}
 	b := &initBox{scratch: scratch, dir: dir, env: initEnv(os.Environ(), scratch, extraEnv)}
-	p := &policy.Policy{Server: name, Filesystem: policy.Filesystem{Write: []string{scratch}},
+	// --data: what the operator says the server writes while it starts.
+	p := &policy.Policy{Server: name, Filesystem: policy.Filesystem{Write: append([]string{scratch}, data...)},
 		Network: policy.Network{Allow: nets}}
 	if home := os.Getenv("HOME"); dir != "/" && (home == "" || !under(home, dir)) {
 		p.Filesystem.Read = []string{dir}

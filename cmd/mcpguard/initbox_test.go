@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/guard/policy"
 )
 
 // exfilServer is an MCP server that, before it answers anything, reads
@@ -151,4 +154,61 @@ func TestPolicyInitConfined(t *testing.T) {
 		assert.Contains(t, got, "udp "+canary)
 		assert.FileExists(t, filepath.Join(ws, "leak.txt"))
 	})
+}
+
+// vaultServer checks at start that its vault (argv[1]) is writable, as
+// obsidian-mcp does (issue 33's matrix), and exits if not.
+const vaultServer = `import json, os, sys
+vault = sys.argv[1]
+try:
+    open(os.path.join(vault, ".probe"), "w").write("ok")
+except OSError as e:
+    print("Error accessing vault path:", e, file=sys.stderr)
+    sys.exit(1)
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    r = {}
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "vault", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": "read_note", "description": "read a note", "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+`
+
+// TestPolicyInitData: a server that must write its data directory while it
+// starts gives up under init; init names the refused write and --data,
+// and with --data the server starts, writes only there, and the directory
+// is a write root of the policy.
+func TestPolicyInitData(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	vault, ws := t.TempDir(), t.TempDir()
+	require.NoError(t, os.Chmod(vault, 0o777))
+	srv := filepath.Join(t.TempDir(), "srv", "server.py")
+	require.NoError(t, os.MkdirAll(filepath.Dir(srv), 0o755))
+	require.NoError(t, os.WriteFile(srv, []byte(vaultServer), 0o644))
+	t.Chdir(ws)
+	out := filepath.Join(t.TempDir(), "p.json")
+	code, _, stderr := runIn(t, nil, "policy", "init", "--out", out, "--", py, "-B", srv, vault)
+	require.NotEqual(t, 0, code, stderr)
+	assert.Contains(t, stderr, "the server was refused a write to "+filepath.Join(vault, ".probe"))
+	assert.Contains(t, stderr, "run init again with --data "+vault)
+	assert.NoFileExists(t, filepath.Join(vault, ".probe"))
+
+	code, _, stderr = runIn(t, nil, "policy", "init", "--out", out, "--data", vault, "--", py, "-B", srv, vault)
+	require.Equal(t, 0, code, stderr)
+	assert.FileExists(t, filepath.Join(vault, ".probe"))
+	var p policy.Policy
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &p))
+	assert.Contains(t, p.Filesystem.Write, vault)
+
+	code, _, stderr = runIn(t, nil, "policy", "init", "--data", "/etc", "--", py, "-B", srv, vault)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "never write roots")
 }

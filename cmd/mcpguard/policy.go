@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
 	"github.com/mcpguard/mcpguard/internal/proctree"
@@ -81,7 +82,14 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 		"section; data files it touched are reported, not granted")
 	calls := &callList{}
 	fs.Var(calls, "call", "`TOOL=JSON` arguments of a tools/call that --learn makes after tools/list (repeatable)")
+	var data stringList
+	fs.Var(&data, "data", "`DIR` the server writes while it starts (its vault, its data directory; repeatable): writable to\n"+
+		"the confined server during init (protected names and programs still refused), and written as a filesystem.write root")
 	if err := fs.Parse(flagArgs); err != nil {
+		return err
+	}
+	dataRoots, err := dataDirs(data)
+	if err != nil {
 		return err
 	}
 	if len(argv) == 0 {
@@ -98,7 +106,7 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	defer cancel()
 	home, _ := os.UserHomeDir()
 	argRoots := argumentRoots(argv, home)
-	box, err := newInitBox(name, envs.kv, nets.rules, argRoots)
+	box, err := newInitBox(name, envs.kv, nets.rules, argRoots, dataRoots)
 	if err != nil {
 		return err
 	}
@@ -107,12 +115,17 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 		tools   []policy.ToolInfo
 		learned *runtime.Learned
 	)
+	// The server's stderr, also kept to say what it was refused if it
+	// gives up before listing its tools.
+	tail := &tailBuffer{max: 64 << 10}
+	serr := io.MultiWriter(s.err, tail)
 	if *learn {
-		tools, learned, err = learnRuntime(ctx, box, argv, s.err, calls.c)
+		tools, learned, err = learnRuntime(ctx, box, argv, serr, calls.c)
 	} else {
-		tools, err = listTools(ctx, box, argv, s.err)
+		tools, err = listTools(ctx, box, argv, serr)
 	}
 	if err != nil {
+		initRefusals(s.err, tail.bytes(), box.scratch)
 		return err
 	}
 	derive := policy.FromTools
@@ -130,6 +143,10 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 		fmt.Fprintf(s.err, "warning: %s take URLs; a redirect from an allowed host reaches any address unless L3's network rules (C-full, C-landlock) deny it (docs/policy.md#redirects)\n", strings.Join(u, ", "))
 	}
 	p.Network.Allow = append(p.Network.Allow, nets.rules...)
+	for _, d := range dataRoots {
+		p.Filesystem.Write = append(p.Filesystem.Write, d)
+		fmt.Fprintf(s.err, "--data %s: written as a filesystem.write root\n", d)
+	}
 	proposeEnv(s.err, p, envs.kv, home, argv)
 	proposeArgumentRoots(s.err, p, argRoots)
 	applyLearned(p, learned, s.err)
@@ -147,6 +164,44 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	}
 	fmt.Fprintf(s.err, "wrote %s: %d tools; review it before use (docs/policy.md)\n", *out, len(tools))
 	return nil
+}
+
+// dataDirs checks policy init's --data directories: absolute, existing
+// directories, never the home directory, / or a system tree (what no
+// policy may grant write to).
+func dataDirs(dirs []string) ([]string, error) {
+	home, _ := os.UserHomeDir()
+	var out []string
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --data %s: %v", errUsage, d, err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("%w: --data %s: not a directory", errUsage, d)
+		}
+		if abs == "/" || abs == filepath.Clean(home) || isSystem(abs) {
+			return nil, fmt.Errorf("%w: --data %s: the home directory, / and system directories are never write roots; give the server a directory of its own", errUsage, d)
+		}
+		out = append(out, abs)
+	}
+	return out, nil
+}
+
+// initRefusals says, when the server gave up before listing its tools,
+// what it was refused to write (init lets it write its scratch only) and
+// how to let it: --data for its data directory.
+func initRefusals(w io.Writer, stderr []byte, scratch string) {
+	for _, d := range configs.Denials(nil, stderr, 8) {
+		if d.Kind != "write" || under(d.Target, scratch) {
+			continue
+		}
+		dir := d.Target
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			dir = filepath.Dir(dir)
+		}
+		fmt.Fprintf(w, "mcpguard policy init: the server was refused a write to %s while it started (under init it may write only a scratch directory, its TMPDIR); if that is its data, run init again with --data %s\n", d.Target, dir)
+	}
 }
 
 // proposeEnv adds the --env variables to env.allow, and a path value's
