@@ -600,14 +600,25 @@ func (e *Engine) checkPath(t *tool, a *argRule, s string) *Violation {
 		ok = t.read.Contains(canon)
 	}
 	if !ok {
-		return &Violation{Layer: LayerL1, Rule: RulePathOutside, Target: canon,
-			Reason: fmt.Sprintf("%s of %s (argument %q) is outside the policy's %s roots", a.Access, canon, a.name, a.Access)}
+		reason := fmt.Sprintf("%s of %s (argument %q) is outside the policy's %s roots", a.Access, canon, a.name, a.Access)
+		if bareName(s) {
+			// memory-bank's fileName (issue 33's matrix): an override of
+			// the resolved path admits a file the server never touches.
+			reason += fmt.Sprintf("; %q has no directory, so it was resolved against the policy's workdir: if the server puts it in a directory of its own (a file name in its storage), the argument is a name, not a path: set tools.%s.args.%s.kind to \"text\" rather than admit %s", s, t.name, a.name, canon)
+		}
+		return &Violation{Layer: LayerL1, Rule: RulePathOutside, Target: canon, Reason: reason}
 	}
 	if a.Access == Write && e.o.L2 && !t.waive[RulePathProtected] && protected(t.write, canon) {
 		return &Violation{Layer: LayerL2, Rule: RulePathProtected, Target: canon,
 			Reason: fmt.Sprintf("write of %s (argument %q): the user's tools run or obey it (git hooks and config, .envrc, shell start-up files, editor settings), so no tool may write it, inside a write root too", canon, a.name)}
 	}
 	return nil
+}
+
+// bareName reports whether s is a file name alone: no separator, no ~,
+// not . or ..
+func bareName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, `/\:~`)
 }
 
 // protected reports whether the canonical path p is a protected entry, or

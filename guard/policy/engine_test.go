@@ -155,6 +155,23 @@ func TestEngineCheck(t *testing.T) {
 	})
 }
 
+// TestEngineBareName: a file name alone refused as a path outside the
+// roots says it was resolved against workdir and that a name kind of text
+// is the fix, not an override of where it landed (issue 33's matrix); a
+// path with a directory does not.
+func TestEngineBareName(t *testing.T) {
+	f := newFixture(t)
+	e := f.engine(t, testPolicy, true)
+	v := e.Check(context.Background(), "write_file", []byte(`{"path":"notes.txt","content":"hi"}`))
+	require.NotNil(t, v)
+	assert.Equal(t, RulePathOutside, v.Rule)
+	assert.Contains(t, v.Reason, `"notes.txt" has no directory, so it was resolved against the policy's workdir`)
+	assert.Contains(t, v.Reason, `set tools.write_file.args.path.kind to "text"`)
+	v = e.Check(context.Background(), "write_file", []byte(`{"path":"`+f.ws+`/notes.txt","content":"hi"}`))
+	require.NotNil(t, v)
+	assert.NotContains(t, v.Reason, "has no directory")
+}
+
 // TestEngineCheckContent: secrets and environment references in any argument, also
 // split across arguments, base64-encoded or with a soft hyphen inside.
 func TestEngineCheckContent(t *testing.T) {
