@@ -303,6 +303,7 @@ func TestContainHardLink(t *testing.T) {
 	var log strings.Builder
 	sb, err := landlock.New(w.pol, landlock.Options{Audit: audit.New(&log), Server: "contain"})
 	landlockOrSkip(t, err)
+	t.Cleanup(func() { sb.Close() })
 	out, err := execChild(t, sb, "leakfile:"+links[0], "leakfile:"+links[1], "read:"+filepath.Join(w.readRoot, "doc.txt")).Output()
 	require.NoError(t, err)
 	t.Logf("child:\n%s", out)
@@ -418,6 +419,7 @@ func TestContainProtectWalkIncomplete(t *testing.T) {
 	var log strings.Builder
 	sb, err := landlock.New(w.pol, landlock.Options{Audit: audit.New(&log), Server: "contain"})
 	landlockOrSkip(t, err)
+	t.Cleanup(func() { sb.Close() })
 	out, err := execChild(t, sb, "write:"+filepath.Join(w.writeRoot, "ok.txt")).Output()
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "write:"+filepath.Join(w.writeRoot, "ok.txt")+" ok")
@@ -515,6 +517,7 @@ func TestContainExecConfig(t *testing.T) {
 			var log, report strings.Builder
 			sb, err := landlock.New(w.pol, landlock.Options{Audit: audit.New(&log), Server: "contain", Report: &report})
 			landlockOrSkip(t, err)
+			t.Cleanup(func() { sb.Close() })
 			steps := append(attack.NameSteps(cases), "write:"+filepath.Join(w.writeRoot, "notes.txt"))
 			out, err := execChild(t, sb, steps...).Output()
 			require.NoError(t, err)

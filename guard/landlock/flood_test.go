@@ -40,6 +40,7 @@ func TestAuditFloodBounded(t *testing.T) {
 	defer f.Close()
 	sb, err := landlock.New(w.pol, landlock.Options{Audit: audit.New(f), Server: "flood", Config: "C-full-landlock"})
 	landlockOrSkip(t, err)
+	t.Cleanup(func() { sb.Close() })
 	out, err := execChild(t, sb, actions...).Output()
 	require.NoError(t, err)
 	assert.Equal(t, targets*each, strings.Count(string(out), " denied\n"), "every write refused")

@@ -274,6 +274,9 @@ func newSandbox(t testing.TB, p *policy.Policy) *landlock.Sandbox {
 	t.Helper()
 	sb, err := landlock.New(p, landlock.Options{})
 	landlockOrSkip(t, err)
+	// Close is what removes what Prepare made outside the server (its
+	// TMPDIR among them), for tests that prepare and never run.
+	t.Cleanup(func() { sb.Close() })
 	return sb
 }
 
@@ -559,6 +562,7 @@ func TestWrapperFailsClosed(t *testing.T) {
 func TestPrepareRewritesCommand(t *testing.T) {
 	sb, err := landlock.New(&policy.Policy{}, landlock.Options{Wrapper: "/opt/mcpguard", Probe: func() (int, error) { return 7, nil }})
 	require.NoError(t, err)
+	t.Cleanup(func() { sb.Close() })
 	cmd := exec.Command("/usr/bin/python3", "-u", "script-that-does-not-exist.py", "--ws", "/ws")
 	require.NoError(t, sb.Prepare(cmd))
 	assert.Equal(t, "/opt/mcpguard", cmd.Path)
@@ -634,6 +638,7 @@ func TestLimitsByABI(t *testing.T) {
 	} {
 		sb, err := landlock.New(&policy.Policy{}, landlock.Options{Wrapper: "/x", Probe: func() (int, error) { return abi, nil }})
 		require.NoError(t, err)
+		t.Cleanup(func() { sb.Close() })
 		if root {
 			// A root proxy gives the server a network namespace whose
 			// only way out is the egress filter, on every ABI.
