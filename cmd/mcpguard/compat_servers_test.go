@@ -130,6 +130,18 @@ var compatServers = []compatServer{
 		},
 	},
 	{
+		// A code runner (issue 33's matrix): it writes the code to a
+		// file in os.tmpdir() (under L3 the server's own TMPDIR) and
+		// runs it through a shell. Documented edit: runtime.exec
+		// /bin/sh, the line mcpguard prints when the shell is refused.
+		name:   "code-runner",
+		launch: more("mcp-server-code-runner", "mcp-server-code-runner"),
+		edit:   func(t *testing.T, p map[string]any) { addRuntimeExec(t, p, "/bin/sh") },
+		calls: func(ws string) []compatCall {
+			return []compatCall{{Tool: "run-code", Arguments: map[string]any{"languageId": "javascript", "code": "console.log('js' + 6*7)"}, Expect: "js42"}}
+		},
+	},
+	{
 		name:   "python stdlib notes",
 		launch: pythonNotes,
 		setup:  notesDir,
