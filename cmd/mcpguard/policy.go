@@ -111,21 +111,8 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 		return err
 	}
 	defer box.Close()
-	var (
-		tools   []policy.ToolInfo
-		learned *runtime.Learned
-	)
-	// The server's stderr, also kept to say what it was refused if it
-	// gives up before listing its tools.
-	tail := &tailBuffer{max: 64 << 10}
-	serr := io.MultiWriter(s.err, tail)
-	if *learn {
-		tools, learned, err = learnRuntime(ctx, box, argv, serr, calls.c)
-	} else {
-		tools, err = listTools(ctx, box, argv, serr)
-	}
+	tools, learned, err := initListing(ctx, s.err, box, argv, *learn, calls.c)
 	if err != nil {
-		initRefusals(s.err, tail.bytes(), box.scratch)
 		return err
 	}
 	derive := policy.FromTools
@@ -164,6 +151,28 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	}
 	fmt.Fprintf(s.err, "wrote %s: %d tools; review it before use (docs/policy.md)\n", *out, len(tools))
 	return nil
+}
+
+// initListing runs the confined server through tools/list (and learn
+// mode's observation and calls). The server's stderr is also kept, to say
+// what it was refused if it gives up before listing its tools.
+func initListing(ctx context.Context, stderr io.Writer, box *initBox, argv []string, learn bool, calls []learnCall) ([]policy.ToolInfo, *runtime.Learned, error) {
+	tail := &tailBuffer{max: 64 << 10}
+	serr := io.MultiWriter(stderr, tail)
+	var (
+		tools   []policy.ToolInfo
+		learned *runtime.Learned
+		err     error
+	)
+	if learn {
+		tools, learned, err = learnRuntime(ctx, box, argv, serr, calls)
+	} else {
+		tools, err = listTools(ctx, box, argv, serr)
+	}
+	if err != nil {
+		initRefusals(stderr, tail.bytes(), box.scratch)
+	}
+	return tools, learned, err
 }
 
 // dataDirs checks policy init's --data directories: absolute, existing
