@@ -3,6 +3,7 @@
 package attack
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 // a file holding Payload with an execute bit, which a shell's PATH
 // search, npm's node_modules/.bin or rustup's toolchain directory would
 // run as the user once the session is over.
-var ExecRoutes = []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move", "write", "truncate", "symlink"}
+var ExecRoutes = []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move", "write", "truncate", "symlink", "acl"}
 
 // PlantExec ("plantexec:ROUTE#PATH") tries to leave an executable holding
 // Payload at PATH by ROUTE:
@@ -33,6 +34,9 @@ var ExecRoutes = []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move"
 //	symlink   a symbolic link at PATH to a program outside the roots
 //	          (/bin/sh: npm's `jest --ci` becomes `sh --ci`; with
 //	          python3, `eslint .` runs the workspace's __main__.py)
+//	acl       write a 0644 file, then set its POSIX access ACL to
+//	          u::rwx,g::r-x,o::r-x: a minimal ACL is folded into the
+//	          mode, an execute bit without chmod (red team 4)
 func PlantExec(arg string) error {
 	route, path, ok := strings.Cut(arg, "#")
 	if !ok {
@@ -68,8 +72,25 @@ func PlantExec(arg string) error {
 		return first(os.Truncate(path, 0), func() error { return appendFile(path, script) })
 	case "symlink":
 		return os.Symlink("/bin/sh", path)
+	case "acl":
+		return first(os.WriteFile(path, []byte(script), 0o644), func() error {
+			return unix.Setxattr(path, "system.posix_acl_access", minimalACL(7, 5, 5), 0)
+		})
 	}
 	return fmt.Errorf("plantexec: unknown route %q", route)
+}
+
+// minimalACL is a POSIX access ACL in the kernel's xattr form (version 2,
+// then {tag, perm, id} entries) with only the owner, group and other
+// entries: the mode it stands for.
+func minimalACL(user, group, other uint16) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, 2)
+	for _, e := range [][2]uint16{{0x01, user}, {0x04, group}, {0x20, other}} {
+		b = binary.LittleEndian.AppendUint16(b, e[0])
+		b = binary.LittleEndian.AppendUint16(b, e[1])
+		b = binary.LittleEndian.AppendUint32(b, 0xffffffff)
+	}
+	return b
 }
 
 // script is Payload as a shell script.
@@ -112,7 +133,7 @@ func ExecCases(ws string) ([]NameCase, error) {
 	}
 	j := func(p string) string { return filepath.Join(ws, p) }
 	var cases []NameCase
-	for i, r := range []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move", "symlink"} {
+	for i, r := range []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move", "symlink", "acl"} {
 		cases = append(cases, NameCase{j(fmt.Sprintf("node_modules/.bin/jest%d", i)), []string{r}})
 	}
 	cases = append(cases,

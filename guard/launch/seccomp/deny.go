@@ -39,6 +39,21 @@ func denied() []Entry {
 		{"process_vm_writev", unix.SYS_PROCESS_VM_WRITEV, unix.EPERM, "another process's memory"},
 		{"unshare", unix.SYS_UNSHARE, unix.EPERM, "new namespaces (a user namespace grants capabilities)"},
 		{"setns", unix.SYS_SETNS, unix.EPERM, "joining other namespaces"},
+		// A POSIX access ACL is a mode by another name: a minimal one is
+		// folded into the mode (an execute bit set without chmod, which
+		// the LSM hooks and the supervised write roots judge), an
+		// extended one grants through its entries (red team 4). Nothing
+		// a server does needs an extended attribute: EOPNOTSUPP, what a
+		// file system without them answers, which cp -a, rsync -X and
+		// Python's shutil.copy2 pass over.
+		{"setxattr", unix.SYS_SETXATTR, unix.EOPNOTSUPP, "a POSIX ACL is a mode by another name (an execute bit without chmod)"},
+		{"lsetxattr", unix.SYS_LSETXATTR, unix.EOPNOTSUPP, "extended attributes"},
+		{"fsetxattr", unix.SYS_FSETXATTR, unix.EOPNOTSUPP, "extended attributes"},
+		{"setxattrat", unix.SYS_SETXATTRAT, unix.EOPNOTSUPP, "extended attributes"},
+		{"removexattr", unix.SYS_REMOVEXATTR, unix.EOPNOTSUPP, "removing an ACL changes the mode too"},
+		{"lremovexattr", unix.SYS_LREMOVEXATTR, unix.EOPNOTSUPP, "extended attributes"},
+		{"fremovexattr", unix.SYS_FREMOVEXATTR, unix.EOPNOTSUPP, "extended attributes"},
+		{"removexattrat", unix.SYS_REMOVEXATTRAT, unix.EOPNOTSUPP, "extended attributes"},
 		// clone3 takes its flags in a struct the filter cannot read:
 		// ENOSYS makes glibc and others fall back to clone, whose flags
 		// it checks.
