@@ -107,6 +107,12 @@ file is the one 'mcpguard wrap' has the wrapped servers write.`)
 	return followAudit(ctx, s.out, h, len(events), f)
 }
 
+// numbered is an event with its 1-based number in the file.
+type numbered struct {
+	e audit.Event
+	n int
+}
+
 // auditGroup is the events of one server and rule.
 type auditGroup struct {
 	server, layer, rule string
@@ -115,6 +121,9 @@ type auditGroup struct {
 	lastEvent           int // 1-based number in the file
 	targets             []string
 	example             audit.Event
+	// byTarget is each target's last event and its number, for an allow
+	// line per target (one target's override does not admit another).
+	byTarget map[string]numbered
 	// suppressed is what the session's summaries say was not written
 	// (audit.Logger.Limited).
 	suppressed int
@@ -148,7 +157,7 @@ func printAuditSummary(w io.Writer, h hinter, events []audit.Event, f auditFilte
 		k := e.Server + "\x00" + e.Layer + "\x00" + e.Rule
 		g, ok := groups[k]
 		if !ok {
-			g = &auditGroup{server: e.Server, layer: e.Layer, rule: e.Rule}
+			g = &auditGroup{server: e.Server, layer: e.Layer, rule: e.Rule, byTarget: map[string]numbered{}}
 			groups[k] = g
 			order = append(order, k)
 		}
@@ -161,8 +170,11 @@ func printAuditSummary(w io.Writer, h hinter, events []audit.Event, f auditFilte
 		}
 		g.n++
 		g.last, g.lastEvent, g.example = e.Time, i+1, e
-		if t := eventTarget(e); t != "" && !slices.Contains(g.targets, t) {
-			g.targets = append(g.targets, t)
+		if t := eventTarget(e); t != "" {
+			if !slices.Contains(g.targets, t) {
+				g.targets = append(g.targets, t)
+			}
+			g.byTarget[t] = numbered{e, i + 1}
 		}
 	}
 	defer printRoutine(w, routine, sessions)
@@ -198,8 +210,22 @@ func printAuditSummary(w io.Writer, h hinter, events []audit.Event, f auditFilte
 		}
 		fmt.Fprintf(w, "      last: %s\n", g.example.Reason)
 		if g.example.Suppressed == 0 {
-			fmt.Fprintf(w, "      allow: %s\n", h.allow(g.example, g.lastEvent))
+			printAllows(w, h, g)
 		}
+	}
+}
+
+// printAllows prints what would allow the group's events: one line, or,
+// when its events name several targets, a line for each of the first
+// three (an override admits its own target only: issue 33's matrix).
+func printAllows(w io.Writer, h hinter, g *auditGroup) {
+	if len(g.targets) < 2 {
+		fmt.Fprintf(w, "      allow: %s\n", h.allow(g.example, g.lastEvent))
+		return
+	}
+	for _, t := range g.targets[:min(3, len(g.targets))] {
+		l := g.byTarget[t]
+		fmt.Fprintf(w, "      allow (%s): %s\n", audit.Printable(t), h.allow(l.e, l.n))
 	}
 }
 

@@ -44,6 +44,8 @@ func TestAuditSummary(t *testing.T) {
 	assert.Contains(t, out, "L1 path.outside_roots  2×")
 	assert.Contains(t, out, "read_file /etc/shadow, read_file /etc/passwd")
 	assert.Contains(t, out, "mcpguard policy override --audit "+file+" --event 2")
+	assert.Contains(t, out, "allow (read_file /etc/shadow): mcpguard policy override --audit "+file+" --event 1",
+		"each target its own override: one admits its own target only (issue 33's matrix)")
 	assert.Contains(t, out, `"network": {"allow": [{"host": "127.0.0.1", "ports": [5432]}]}`)
 	assert.Less(t, strings.Index(out, "\ndb\n"), strings.Index(out, "\nfiles\n"), "servers in order")
 
