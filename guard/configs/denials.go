@@ -108,9 +108,9 @@ func textDenials(b []byte, from string) []Denial {
 				kind = "write"
 			case "exec":
 				kind = "exec"
-			case "sppath", "bipath":
+			case "sppath", "bipath", "expath", "pspath":
 				kind, target = "exec", string(m[i])
-			case "shcmd":
+			case "shcmd", "srccmd":
 				kind = "exec"
 				if p, err := exec.LookPath(string(m[i])); err == nil {
 					target = p
@@ -198,6 +198,12 @@ var stderrDenial = regexp.MustCompile(
 		`|(?:spawn (?P<sppath>/[^ \n]+) E(?:ACCES|PERM))` +
 		`|(?:(?P<bipath>/[^: \n]+): bad interpreter: Permission denied)` +
 		`|(?:: [0-9]+: (?P<shcmd>[A-Za-z0-9_.+-]+): Permission denied)` +
+		// dash's "exec: /x: Permission denied" (a wrapper script's exec
+		// line), a sourced file's "FILE: CMD: Permission denied" and
+		// Chromium's "posix_spawn /x: Permission denied (13)".
+		`|(?:exec: (?P<expath>/[^:\n]+): Permission denied)` +
+		`|(?:/[^: \n]+: (?P<srccmd>[A-Za-z0-9_.+-]+): Permission denied)` +
+		`|(?:posix_spawn (?P<pspath>/[^: \n]+): Permission denied)` +
 		// Unix sockets, which a Landlock config's seccomp filter refuses
 		// outright before ABI 9: Chromium's "socket() failed: Permission
 		// denied (13)" (issue 33's matrix), node's "connect EACCES /path".
@@ -232,6 +238,9 @@ func allowLine(kind, target string) string {
 		return "no policy line: a protected name, which your tools run or obey later (.git's config and hooks, .envrc, editor and agent settings: docs/l3.md); a file the policy's write list names itself may be written, never created"
 	case "write":
 		d := dataRoot(target)
+		if missingDir(d) {
+			return fmt.Sprintf("no policy line: %s does not exist on this host, and a grant of a missing directory admits nothing; if the server needs it, create it, then grant it with \"filesystem\": {\"write\": [%q]}", d, d)
+		}
 		if system(d) {
 			return fmt.Sprintf("no policy line: %s is a system directory, never a write root; a server that needs to write there is not one to run under a guard", d)
 		}
@@ -246,7 +255,16 @@ func allowLine(kind, target string) string {
 	if runtime.IsCode(target) {
 		return fmt.Sprintf(`"runtime": {"read": [%q]}`, runtime.CodeRoot(target))
 	}
+	if d := dataRoot(target); missingDir(d) {
+		return fmt.Sprintf("no policy line: %s does not exist on this host, and a grant of a missing directory admits nothing (a server looking for an optional directory is usually fine without it)", d)
+	}
 	return fmt.Sprintf(`"filesystem": {"read": [%q]}   (or "runtime": {"read": [...]} if it is code the server loads)`, dataRoot(target))
+}
+
+// missingDir reports whether d does not exist on this host.
+func missingDir(d string) bool {
+	_, err := os.Stat(d)
+	return errors.Is(err, os.ErrNotExist)
 }
 
 // system reports whether d is, or is below, a directory of the system

@@ -1,7 +1,11 @@
 package configs
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,24 +14,43 @@ import (
 	"github.com/mcpguard/mcpguard/guard/audit"
 )
 
+// hostTree makes dirs under a temporary root and returns a replacer that
+// moves the tests' absolute paths below it: a denial's advice depends on
+// what the host has (a missing directory has no policy line).
+func hostTree(t *testing.T, dirs ...string) *strings.Replacer {
+	t.Helper()
+	root := t.TempDir()
+	var pairs []string
+	for _, d := range dirs {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+		top := "/" + strings.Split(d, "/")[0] + "/"
+		if !slices.Contains(pairs, top) {
+			pairs = append(pairs, top, root+top)
+		}
+	}
+	return strings.NewReplacer(pairs...)
+}
+
 func TestDenialsFromStderr(t *testing.T) {
-	stderr := []byte(`node:internal/modules/esm/resolve:283
+	r := hostTree(t, "data/state", "srv/conf")
+	require.NoError(t, os.WriteFile(r.Replace("/data/state/memory.jsonl.tmp"), nil, 0o600))
+	stderr := []byte(r.Replace(`node:internal/modules/esm/resolve:283
 Error [ERR_MODULE_NOT_FOUND]: Cannot find module '/p/node_modules/@modelcontextprotocol/sdk/server/mcp.js' imported from /p/node_modules/@x/y/dist/index.js
 Error: EACCES: permission denied, open '/data/state/memory.jsonl.tmp'
 Error: EACCES: permission denied, mkdir '/data/out'
 PermissionError: [Errno 13] Permission denied: '/srv/conf/settings.ini'
 Error: connect EACCES 10.0.0.7:443
 Error: EACCES: permission denied, open '/data/state/memory.jsonl.tmp'
-`)
+`))
 	ds := Denials(nil, stderr, 10)
 	require.Len(t, ds, 5, "%+v", ds)
 	assert.Equal(t, Denial{Kind: "open", Target: "/p/node_modules/@modelcontextprotocol/sdk/server/mcp.js", From: "server stderr",
 		Allow: `"runtime": {"read": ["/p/node_modules/@modelcontextprotocol/sdk"]}`}, ds[0])
 	assert.Equal(t, "open", ds[1].Kind)
-	assert.Contains(t, ds[1].Allow, `"filesystem": {"read": ["/data/state"]}`)
+	assert.Contains(t, ds[1].Allow, r.Replace(`"filesystem": {"read": ["/data/state"]}`))
 	assert.Equal(t, "write", ds[2].Kind)
-	assert.Equal(t, `"filesystem": {"write": ["/data"]}`, ds[2].Allow)
-	assert.Equal(t, "/srv/conf/settings.ini", ds[3].Target)
+	assert.Equal(t, `"filesystem": {"write": ["`+strings.TrimSuffix(r.Replace("/data/"), "/")+`"]}`, ds[2].Allow)
+	assert.Equal(t, r.Replace("/srv/conf/settings.ini"), ds[3].Target)
 	assert.Equal(t, Denial{Kind: "connect", Target: "10.0.0.7:443", From: "server stderr",
 		Allow: `"network": {"allow": [{"host": "10.0.0.7", "ports": [443]}]}`}, ds[4])
 	assert.Len(t, Denials(nil, stderr, 2), 2, "at most max")
@@ -59,7 +82,8 @@ func TestDenialsWithoutAGrant(t *testing.T) {
 		{Layer: "L3", Decision: audit.Deny, Rule: "file.executable_denied", Target: "/ws/node_modules/.bin/jest"},
 		{Layer: "L3", Decision: audit.Deny, Rule: "file.protected_denied", Target: "/ws/.git/hooks/pre-commit"},
 	}
-	ds := Denials(ev, []byte("PermissionError: [Errno 13] Permission denied: '/etc/cron.d/backup'\nError: EACCES: permission denied, mkdir '/srv/data/x'\n"+
+	r := hostTree(t, "srv/data")
+	ds := Denials(ev, []byte("PermissionError: [Errno 13] Permission denied: '/etc/cron.d/backup'\nError: EACCES: permission denied, mkdir '"+r.Replace("/srv/data/x")+"'\n"+
 		"Error: EROFS: read-only file system, open '/tmp/tmp.js'\n"), 10)
 	require.Len(t, ds, 5, "%+v", ds)
 	assert.Contains(t, ds[4].Allow, "no policy line: /tmp is shared by every user and job", "the shared /tmp is not proposed (issue 33: servers given it were killed; $TMPDIR is theirs)")
@@ -69,7 +93,25 @@ func TestDenialsWithoutAGrant(t *testing.T) {
 	assert.Contains(t, ds[1].Allow, "no policy line")
 	assert.Contains(t, ds[2].Allow, "/etc/cron.d is a system directory")
 	assert.NotContains(t, ds[2].Allow, `"write"`)
-	assert.Equal(t, `"filesystem": {"write": ["/srv/data"]}`, ds[3].Allow, "other directories as before")
+	assert.Equal(t, r.Replace(`"filesystem": {"write": ["/srv/data"]}`), ds[3].Allow, "other directories as before")
+}
+
+// TestDenialsOfWrappers: what a browser's wrapper script and launcher
+// print when a program is refused (issue 33's matrix, run 2), and a
+// directory the host lacks, which no grant can help.
+func TestDenialsOfWrappers(t *testing.T) {
+	sh, err := exec.LookPath("uname")
+	require.NoError(t, err)
+	ds := Denials(nil, []byte("/usr/bin/chromium: 9: exec: /usr/lib/chromium/chromium: Permission denied\n"+
+		"/etc/chromium.d/dev-shm: uname: Permission denied\n"+
+		"[1:1:ERROR:launch.cc(1)] posix_spawn /usr/lib/chromium/chrome_crashpad_handler: Permission denied (13)\n"+
+		"Error: EACCES: permission denied, mkdir '/nonexistent-mcpguard/Downloads/x'\n"), 10)
+	require.Len(t, ds, 4, "%+v", ds)
+	assert.Equal(t, Denial{Kind: "exec", Target: "/usr/lib/chromium/chromium", From: "server stderr", Allow: `"runtime": {"exec": ["/usr/lib/chromium/chromium"]}`}, ds[0])
+	assert.Equal(t, sh, ds[1].Target)
+	assert.Equal(t, "exec", ds[1].Kind)
+	assert.Equal(t, "/usr/lib/chromium/chrome_crashpad_handler", ds[2].Target)
+	assert.Contains(t, ds[3].Allow, "no policy line: /nonexistent-mcpguard/Downloads does not exist on this host")
 }
 
 // TestDenialsOfUnixSockets: Chromium's refused socket() and node's refused

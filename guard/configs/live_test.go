@@ -24,14 +24,15 @@ import (
 // the launcher's read-only mounts) is a write.
 func TestExplainer(t *testing.T) {
 	var out bytes.Buffer
+	r := hostTree(t, "home/u/.claude-server-commander", "srv/db")
 	x := NewExplainer(&out, "landlock")
 	x.Event(audit.Event{Layer: "L3", Decision: audit.Deny, Rule: "net.connect_denied", Target: "127.0.0.1:5432", Reason: "python3 was refused net.connect_tcp"})
-	x.Write([]byte("Error: EROFS: read-only file system, open '/home/u/.claude-server-commander/config.json'\nhalf a li"))
+	x.Write([]byte(r.Replace("Error: EROFS: read-only file system, open '/home/u/.claude-server-commander/config.json'\nhalf a li")))
 	assert.NotContains(t, out.String(), "half")
 	x.Write([]byte("ne\n"))
 	st := x.Stage()
 	req := &guard.Request{Method: "tools/call", Tool: "query"}
-	st.Response(context.Background(), req, &guard.Response{Result: []byte(`{"content":[{"type":"text","text":"[Errno 30] Read-only file system: '/srv/db/app.sqlite-journal'"}],"isError":true}`)})
+	st.Response(context.Background(), req, &guard.Response{Result: []byte(r.Replace(`{"content":[{"type":"text","text":"[Errno 30] Read-only file system: '/srv/db/app.sqlite-journal'"}],"isError":true}`))})
 	st.Response(context.Background(), req, &guard.Response{Error: &jsonrpc.Error{Code: -32603, Message: "open /etc/app/secret.toml: permission denied"}})
 	st.Response(context.Background(), &guard.Request{Method: "tools/list"}, &guard.Response{Result: []byte(`"EACCES: permission denied, open '/x/y'"`)})
 	x.Event(audit.Event{Layer: "L3", Decision: audit.Deny, Rule: "net.connect_denied", Target: "127.0.0.1:5432"})
@@ -39,9 +40,9 @@ func TestExplainer(t *testing.T) {
 	got := out.String()
 	assert.Equal(t, 1, strings.Count(got, "127.0.0.1:5432 [kernel]"), got)
 	assert.Contains(t, got, `allow: "network": {"allow": [{"host": "127.0.0.1", "ports": [5432]}]}`)
-	assert.Contains(t, got, "denied write /home/u/.claude-server-commander/config.json [server stderr]")
-	assert.Contains(t, got, `allow: "filesystem": {"write": ["/home/u/.claude-server-commander"]}`)
-	assert.Contains(t, got, "denied write /srv/db/app.sqlite-journal [tool query answered]")
+	assert.Contains(t, got, r.Replace("denied write /home/u/.claude-server-commander/config.json [server stderr]"))
+	assert.Contains(t, got, r.Replace(`allow: "filesystem": {"write": ["/home/u/.claude-server-commander"]}`))
+	assert.Contains(t, got, r.Replace("denied write /srv/db/app.sqlite-journal [tool query answered]"))
 	assert.Contains(t, got, "denied open /etc/app/secret.toml [tool query answered]")
 	assert.NotContains(t, got, "/x/y", "only tool calls' answers are read")
 	assert.Len(t, x.Explained(), 4)
@@ -55,7 +56,8 @@ func TestExplainerLogs(t *testing.T) {
 	x := NewExplainer(&out, "landlock")
 	x.LogTo(audit.New(&log), "pg", "C-full-landlock")
 	x.Event(audit.Event{Layer: "L3", Decision: audit.Deny, Rule: "net.connect_denied", Target: "10.0.0.1:443"})
-	x.Write([]byte("Error: connect ECONNREFUSED 127.0.0.1:5432\nError: EROFS: read-only file system, open '/srv/data/x.db'\n"))
+	r := hostTree(t, "srv/data")
+	x.Write([]byte(r.Replace("Error: connect ECONNREFUSED 127.0.0.1:5432\nError: EROFS: read-only file system, open '/srv/data/x.db'\n")))
 	var events []audit.Event
 	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
 		var e audit.Event
@@ -73,7 +75,7 @@ func TestExplainerLogs(t *testing.T) {
 	}
 	ds := Denials(events, nil, 10)
 	require.Len(t, ds, 2)
-	assert.Equal(t, Denial{Kind: "write", Target: "/srv/data/x.db", From: "server's own report", Allow: `"filesystem": {"write": ["/srv/data"]}`}, ds[1])
+	assert.Equal(t, Denial{Kind: "write", Target: r.Replace("/srv/data/x.db"), From: "server's own report", Allow: r.Replace(`"filesystem": {"write": ["/srv/data"]}`)}, ds[1])
 	assert.Equal(t, "connect", ds[0].Kind)
 }
 
