@@ -1,11 +1,14 @@
 package main
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/mcpguard/mcpguard/guard/policy"
 	"github.com/mcpguard/mcpguard/guard/runtime"
 )
 
@@ -88,4 +91,56 @@ func rootFor(p, home string) string {
 
 func isSystem(p string) bool {
 	return slices.ContainsFunc(systemTrees, func(t string) bool { return p == t || strings.HasPrefix(p, t+"/") })
+}
+
+// argDest is a network destination a server's own command line names: a
+// database's DSN, a service URL.
+type argDest struct {
+	Arg  string // the argument, its password removed
+	Rule policy.NetRule
+}
+
+// defaultPorts are the ports of the schemes servers take DSNs in, for a
+// URL that names none.
+var defaultPorts = map[string]int{
+	"postgres": 5432, "postgresql": 5432, "mysql": 3306, "mariadb": 3306, "redis": 6379, "rediss": 6379,
+	"mongodb": 27017, "amqp": 5672, "nats": 4222, "http": 80, "https": 443, "ws": 80, "wss": 443,
+}
+
+// argumentDestinations reads a server's command line for URLs with a host
+// (also "--flag=URL"): what the server was told to connect to (issue 33's
+// matrix: server-postgres's DSN, reached only on the first call, was
+// refused under L3 with nothing proposed). A loopback name is marked
+// Private, as the operator's own statement.
+func argumentDestinations(argv []string) []argDest {
+	var out []argDest
+	for _, a := range argv[min(1, len(argv)):] {
+		v := a
+		if strings.HasPrefix(v, "-") {
+			if _, after, ok := strings.Cut(v, "="); ok {
+				v = after
+			}
+		}
+		u, err := url.Parse(v)
+		if err != nil || u.Scheme == "" || u.Hostname() == "" || !strings.Contains(v, "://") {
+			continue
+		}
+		port := defaultPorts[strings.ToLower(u.Scheme)]
+		if p := u.Port(); p != "" {
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 1 || n > 65535 {
+				continue
+			}
+			port = n
+		}
+		if port == 0 {
+			continue
+		}
+		r := policy.NetRule{Host: u.Hostname(), Ports: []int{port}}
+		if u.Hostname() == "localhost" {
+			r.Private = true
+		}
+		out = append(out, argDest{Arg: u.Redacted(), Rule: r})
+	}
+	return out
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpguard/mcpguard/guard/policy"
 )
 
 func TestArgumentRoots(t *testing.T) {
@@ -32,6 +34,21 @@ func TestArgumentRoots(t *testing.T) {
 		data,                            // a directory
 		filepath.Join(home, "notes.db"), // a file right in $HOME: the file alone
 	}, roots, "code, programs, system trees, $HOME itself, relative paths and a path whose directory does not exist are not data roots; a new file's existing directory is one already listed")
+}
+
+// TestArgumentDestinations: the URLs on a server's command line are the
+// destinations policy init proposes (issue 33's matrix: a DSN reached on
+// the first call only), ports by scheme when none is written, passwords
+// never printed; paths, bare words and URLs with no host are not.
+func TestArgumentDestinations(t *testing.T) {
+	got := argumentDestinations([]string{"mcp-server-postgres", "postgresql://u:s3cret@127.0.0.1:5432/mcptest",
+		"--dsn=mysql://root@db.internal/app", "redis://localhost", "file:///tmp/x", "/srv/data", "-v", "http://[::1]:8765/"})
+	require.Len(t, got, 4)
+	assert.Equal(t, policy.NetRule{Host: "127.0.0.1", Ports: []int{5432}}, got[0].Rule)
+	assert.NotContains(t, got[0].Arg, "s3cret")
+	assert.Equal(t, policy.NetRule{Host: "db.internal", Ports: []int{3306}}, got[1].Rule)
+	assert.Equal(t, policy.NetRule{Host: "localhost", Ports: []int{6379}, Private: true}, got[2].Rule)
+	assert.Equal(t, policy.NetRule{Host: "::1", Ports: []int{8765}}, got[3].Rule)
 }
 
 // TestPolicyInitStopsGroup: a server that ignores EOF and SIGTERM and

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -106,6 +108,7 @@ func policyInit(ctx context.Context, s stdio, args []string) error {
 	defer cancel()
 	home, _ := os.UserHomeDir()
 	argRoots := argumentRoots(argv, home)
+	nets.rules = withArgumentDestinations(s.err, nets.rules, argv)
 	box, err := newInitBox(name, envs.kv, nets.rules, argRoots, dataRoots)
 	if err != nil {
 		return err
@@ -231,6 +234,22 @@ func proposeEnv(w io.Writer, p *policy.Policy, kvs []string, home string, argv [
 			}
 		}
 	}
+}
+
+// withArgumentDestinations adds to rules the destinations the server's
+// own command line names (argumentDestinations), and says so: granted
+// under init (a server may connect while it starts) and written into
+// network.allow, as --net would.
+func withArgumentDestinations(w io.Writer, rules []policy.NetRule, argv []string) []policy.NetRule {
+	for _, d := range argumentDestinations(argv) {
+		if slices.ContainsFunc(rules, func(r policy.NetRule) bool { return r.Host == d.Rule.Host && slices.Equal(r.Ports, d.Rule.Ports) }) {
+			continue
+		}
+		rules = append(rules, d.Rule)
+		fmt.Fprintf(w, "argument %s: proposed %s in network.allow, and granted while init lists the tools (a destination the server is started with is one it talks to; under L3 it is reached only through this rule)\n",
+			d.Arg, net.JoinHostPort(d.Rule.Host, strconv.Itoa(d.Rule.Ports[0])))
+	}
+	return rules
 }
 
 // proposeArgumentRoots adds the roots the server's own command line names
