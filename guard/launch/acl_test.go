@@ -70,6 +70,48 @@ func TestACLFallback(t *testing.T) {
 	assert.Error(t, err, "the entries are gone")
 }
 
+// TestACLOverlappingGrants: two grants over one tree (a path granted to
+// read and to write, a read root holding a write root) leave nothing once
+// undone last first, as Launch.Close and the journal's replay do; undone
+// first first, the second grant, which recorded the first's entries as
+// the original state, put the server's user's entry back (red team 4: the
+// owner's 0600 file stayed readable to nobody after the session).
+func TestACLOverlappingGrants(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: chown and another user")
+	}
+	for _, order := range []string{"last first", "first first"} {
+		t.Run(order, func(t *testing.T) {
+			base := t.TempDir()
+			require.NoError(t, os.Chmod(base, 0o755))
+			root := filepath.Join(base, "ws")
+			require.NoError(t, os.MkdirAll(filepath.Join(root, "state"), 0o700))
+			secret := filepath.Join(root, "state", "secret")
+			require.NoError(t, os.WriteFile(secret, []byte("only-root"), 0o600))
+			j, err := openJournal(filepath.Join(t.TempDir(), "state"))
+			require.NoError(t, err)
+			inner, err := aclGrant(j, filepath.Join(root, "state"), [2]uint32{0, 0}, Nobody, Nobody)
+			if err != nil && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTSUP)) {
+				t.Skipf("no POSIX ACLs on this file system: %v", err)
+			}
+			require.NoError(t, err)
+			outer, err := aclGrant(j, root, [2]uint32{0, 0}, Nobody, Nobody)
+			require.NoError(t, err)
+			if order == "last first" {
+				require.NoError(t, outer())
+				require.NoError(t, inner())
+				_, err := xattr(secret)
+				assert.ErrorIs(t, err, unix.ENODATA, "the secret keeps an ACL")
+				return
+			}
+			require.NoError(t, inner())
+			require.NoError(t, outer())
+			_, err = xattr(secret)
+			assert.NoError(t, err, "baseline: undone in the order made, the outer grant puts an entry back")
+		})
+	}
+}
+
 func modeOf(t *testing.T, p string) os.FileMode {
 	fi, err := os.Stat(p)
 	require.NoError(t, err)

@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
@@ -162,7 +163,11 @@ func (l *Launch) Close() error {
 		return nil
 	}
 	var errs []error
-	for _, u := range l.undo {
+	// Last done, first undone, as the journal's replay does: a grant
+	// made over another's recorded the other's changes as its original
+	// state (red team 4: read and write grants of one tree left the
+	// server's user an ACL entry on the owner's 0600 file).
+	for _, u := range slices.Backward(l.undo) {
 		errs = append(errs, u())
 	}
 	for _, f := range l.files {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcpguard/mcpguard/guard/pathrules"
 )
 
 // IdleArg is the hidden first argument of the process whose user
@@ -122,6 +124,7 @@ func (lj *lazyJournal) record(e journalEntry) error {
 func mapGrants(grants []*viewGrant, server [2]uint32, cmd *exec.Cmd, l *Launch, j *lazyJournal) (map[[2]uint32]int, error) {
 	userns := map[[2]uint32]int{} // owner -> descriptor number in stage 1
 	nsFile := map[[2]uint32]*os.File{}
+	var acled []string // the trees ACL grants were made on
 	for _, g := range grants {
 		if !g.data || g.owner == server {
 			continue
@@ -139,12 +142,21 @@ func mapGrants(grants []*viewGrant, server [2]uint32, cmd *exec.Cmd, l *Launch, 
 		if canIdmap(g.real, int(nsFile[g.owner].Fd())) {
 			continue
 		}
+		// A tree already given by an ACL grant that holds it (the same
+		// path granted to read and to write, a read root in a write
+		// root) is not walked again: the second walk would record the
+		// first's entries as the original state.
+		if slices.ContainsFunc(acled, func(d string) bool { return pathrules.Host.Within(g.real, d) }) {
+			g.owner = server
+			continue
+		}
 		undo, err := aclGrant(j, g.real, g.owner, server[0], server[1])
 		if err != nil {
 			return nil, fmt.Errorf("%w %s (owned by %d:%d) on a file system without idmapped mounts: %v; set %s to a user who can reach it, or run mcpguard with sudo",
 				ErrNoAccess, g.real, g.owner[0], g.owner[1], err, UserEnv)
 		}
 		l.undo = append(l.undo, undo)
+		acled = append(acled, g.real)
 		g.owner = server // reached through the ACL entries: no mapping
 	}
 	return userns, nil
