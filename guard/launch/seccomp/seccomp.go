@@ -12,6 +12,7 @@
 package seccomp
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -358,7 +359,15 @@ func KernelMemfdNoExec() bool {
 // have no such switch (fs.ErrNotExist); KernelMemfdNoExec tells the
 // filter what holds either way.
 func EnforceMemfdNoExec() error {
-	return os.WriteFile(memfdNoExecSysctl, []byte("2"), 0)
+	// Not os.WriteFile: its O_CREAT, where the switch does not exist,
+	// asks to create a file in /proc/sys, which the BPF backend (stage 1
+	// is already guarded) refused and reported as the server's denial.
+	f, err := os.OpenFile(memfdNoExecSysctl, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString("2")
+	return errors.Join(err, f.Close())
 }
 
 // Available reports whether this build has the filter (amd64 and arm64).
