@@ -5,6 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/mcpguard/mcpguard/guard"
@@ -168,5 +172,39 @@ func (s explainStage) Response(_ context.Context, req *guard.Request, resp *guar
 			break
 		}
 	}
+	if bytes.Contains(body, []byte("fetch failed")) || bytes.Contains(body, []byte("ECONNREFUSED")) {
+		for _, d := range loopbackURLs(req.Arguments) {
+			s.x.report(Denial{Kind: "connect", Target: d, From: "tool " + req.Tool + " answered a failed connection, its arguments naming " + d}, "")
+		}
+	}
 	return resp
+}
+
+// loopbackURL is a URL on loopback in a tool's arguments.
+var loopbackURL = regexp.MustCompile(`(?i)\b(https?|wss?)://(localhost|127(?:\.[0-9]{1,3}){3}|\[::1\])(?::([0-9]{1,5}))?`)
+
+// loopbackURLs are the host:port destinations of the loopback URLs in a
+// tool call's arguments. Under L3 the server's loopback is its own, so
+// a tool that fails to fetch one (node's bare "TypeError: fetch failed",
+// which names nothing: issue 33's matrix) was refused a service of the
+// host that only a network rule reaches.
+func loopbackURLs(args []byte) []string {
+	var out []string
+	for _, m := range loopbackURL.FindAllSubmatch(args, 8) {
+		port := string(m[3])
+		if port == "" {
+			port = "80"
+			if s := strings.ToLower(string(m[1])); s == "https" || s == "wss" {
+				port = "443"
+			}
+		}
+		host := strings.Trim(string(m[2]), "[]")
+		if strings.EqualFold(host, "localhost") {
+			host = "127.0.0.1"
+		}
+		if d := net.JoinHostPort(host, port); !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }

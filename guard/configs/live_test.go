@@ -79,6 +79,25 @@ func TestExplainerLogs(t *testing.T) {
 	assert.Equal(t, "connect", ds[0].Kind)
 }
 
+// TestExplainerFetchFailed: a tool that answers node's bare "fetch failed"
+// for a loopback URL in its arguments was refused a host service under L3
+// (its loopback is its own): the rule that reaches it is proposed (issue
+// 33's matrix, kazuph-fetch under C-landlock).
+func TestExplainerFetchFailed(t *testing.T) {
+	var out bytes.Buffer
+	x := NewExplainer(&out, "landlock")
+	st := x.Stage()
+	req := &guard.Request{Method: "tools/call", Tool: "fetch", Arguments: []byte(`{"url":"http://127.0.0.1:8765/page.html","also":"https://localhost/x"}`)}
+	st.Response(context.Background(), req, &guard.Response{Result: []byte(`{"content":[{"type":"text","text":"Error: TypeError: fetch failed"}],"isError":true}`)})
+	got := out.String()
+	assert.Contains(t, got, `allow: "network": {"allow": [{"host": "127.0.0.1", "ports": [8765]}]}`)
+	assert.Contains(t, got, `allow: "network": {"allow": [{"host": "127.0.0.1", "ports": [443]}]}`)
+	out.Reset()
+	st.Response(context.Background(), &guard.Request{Method: "tools/call", Tool: "fetch", Arguments: []byte(`{"url":"http://example.com:8765/"}`)},
+		&guard.Response{Result: []byte(`"fetch failed"`)})
+	assert.Empty(t, out.String(), "only loopback: elsewhere a failed fetch says nothing about L3")
+}
+
 // TestExplainerHidden: "not found" for a path the host has is the launcher
 // hiding it (an open if the file exists, a write if only its directory
 // does); for a path the host lacks too it is nothing.
