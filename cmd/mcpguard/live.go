@@ -1,7 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"sync"
+
+	"github.com/mcpguard/mcpguard/guard"
+	"github.com/mcpguard/mcpguard/guard/audit"
+	"github.com/mcpguard/mcpguard/guard/jsonrpc"
 
 	"github.com/mcpguard/mcpguard/guard/configs"
 	"github.com/mcpguard/mcpguard/guard/landlock/auditlog"
@@ -28,4 +35,51 @@ func liveDenials(backend string) string {
 	}
 	r.Close()
 	return "L3 denials are reported as they happen, with the policy line that would allow each (Landlock's audit records)"
+}
+
+// denialEcho is a guard.Stage, first in `run`'s chain so that its
+// response phase sees every layer's refusal, that prints each denied
+// request on stderr: a client that hides tool errors leaves the user with
+// nothing on the terminal otherwise (issue 33's matrix). The audit log
+// keeps every one; stderr gets the first maxEchoed distinct ones.
+type denialEcho struct {
+	mu    sync.Mutex
+	w     io.Writer
+	audit string // --audit's file, "" when none
+	seen  map[string]bool
+}
+
+const maxEchoed = 32
+
+func newDenialEcho(w io.Writer, auditFile string) *denialEcho {
+	return &denialEcho{w: w, audit: auditFile, seen: map[string]bool{}}
+}
+
+func (*denialEcho) Request(context.Context, *guard.Request) *guard.Response { return nil }
+
+func (d *denialEcho) Response(_ context.Context, req *guard.Request, resp *guard.Response) *guard.Response {
+	if resp == nil || resp.Error == nil || resp.Error.Code != jsonrpc.CodeDenied {
+		return resp
+	}
+	what := req.Method
+	if req.Tool != "" {
+		what += " " + req.Tool
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := what + "\x00" + resp.Error.Message
+	if d.seen[k] || len(d.seen) > maxEchoed {
+		return resp
+	}
+	d.seen[k] = true
+	if len(d.seen) > maxEchoed {
+		fmt.Fprintf(d.w, "mcpguard: more denials than %d: see the audit log\n", maxEchoed)
+		return resp
+	}
+	hint := "run with --audit FILE to keep it, then mcpguard audit --file FILE for what would allow it"
+	if d.audit != "" && d.audit != "-" {
+		hint = "what would allow it: mcpguard audit --file " + d.audit
+	}
+	fmt.Fprintf(d.w, "mcpguard: denied %s: %s\n          %s\n", audit.Printable(what), audit.Printable(resp.Error.Message), hint)
+	return resp
 }

@@ -110,6 +110,30 @@ func TestCallPrintsResultAndDenies(t *testing.T) {
 	assert.Contains(t, stderr, "mcpguard: denied by ")
 }
 
+// TestRunEchoesDenials: `run` prints each refusal on stderr as well as
+// answering the client with it (a client that hides tool errors left the
+// user with nothing: issue 33's matrix), with where to find what would
+// allow it; the same refusal twice is printed once.
+func TestRunEchoesDenials(t *testing.T) {
+	server := buildServer(t, "filesystem")
+	ws := t.TempDir()
+	policyFile, err := filepath.Abs("../../testdata/policies/filesystem.json")
+	require.NoError(t, err)
+	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
+	call := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/etc/shadow"}}}`
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		fmt.Sprintf(call, 2), fmt.Sprintf(call, 3),
+	}, "\n") + "\n"
+	code, stdout, stderr := runIn(t, strings.NewReader(in), append([]string{"run", "--grace", "200ms", "--config", "C-app", "--policy", policyFile,
+		"--var", "WS=" + ws, "--audit", auditFile, "--"}, append(server, "--ws", ws)...)...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "-32010", "the client gets the refusal")
+	assert.Equal(t, 1, strings.Count(stderr, "mcpguard: denied tools/call read_file: mcpguard: denied by L1 rule path.outside_roots"), stderr)
+	assert.Contains(t, stderr, "what would allow it: mcpguard audit --file "+auditFile)
+}
+
 func TestGateExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	file := func(name string, vals ...float64) string {
