@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,7 +20,10 @@ import (
 
 func runIn(t *testing.T, stdin io.Reader, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errb bytes.Buffer
+	// Several goroutines write stderr (the server's relay, the denial
+	// echo, the explainer), as they do os.Stderr: a bare bytes.Buffer
+	// lost lines to the race.
+	var out, errb syncBuffer
 	if stdin == nil {
 		stdin = strings.NewReader("")
 	}
