@@ -141,6 +141,12 @@ func under(path, dir string) bool {
 
 // netList is policy init's --net: HOST:PORT destinations the server needs
 // at start-up.
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
 type netList struct{ rules []policy.NetRule }
 
 func (l *netList) String() string { return fmt.Sprint(l.rules) }

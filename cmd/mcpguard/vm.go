@@ -15,11 +15,6 @@ import (
 	"github.com/mcpguard/mcpguard/lab/vm"
 )
 
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func cmdVM(ctx context.Context, s stdio, args []string) error {
 	fs := newFlags(s, "vm", "[flags] -- CMD [ARGS...]",
