@@ -309,16 +309,82 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 // lint run the workspace's __main__.py: second red team). Where it leads
 // is resolved the way the kernel will, from the real directory, links
 // followed.
+//
+// Nor may a link lead to a directory outside the write root: a link made
+// first, dangling (eslint -> ../d/python3), is completed later by a
+// directory link (d -> /usr/bin) into a link to a program, which neither
+// step alone shows (fifth red team). Inside the root there is no program
+// to reach (none may be made there), so a chain can reach one only
+// through a link that leads out to a directory, or straight to it.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if dfd, e := n.dir(); e == 0 {
-		var st unix.Stat_t
-		err := unix.Fstatat(dfd, target, &st, 0)
+		why := n.r.leadsOut(dfd, target)
 		unix.Close(dfd)
-		if err == nil && program(&st) {
-			return nil, n.deny(Executable, n.abs(name), "symlink")
+		if why != "" {
+			return nil, n.deny(Executable, n.abs(name), "symlink "+why)
 		}
 	}
 	return n.make(ctx, name, "symlink", out, func(dfd int) error { return unix.Symlinkat(target, dfd, name) })
+}
+
+// leadsOut says why a link at target, resolved from dfd as the kernel will
+// (links followed), may not be in the write root: it leads to a program,
+// or to a directory outside the root; "" when it may.
+func (r *root) leadsOut(dfd int, target string) string {
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, target, &st, 0) != nil {
+		return "" // dangling: nothing to run (yet; see Symlink)
+	}
+	if program(&st) {
+		return "to a program"
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return ""
+	}
+	fd, err := unix.Openat(dfd, target, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	if !r.holds(fd) {
+		return "to a directory outside the write root"
+	}
+	return ""
+}
+
+// holds reports whether the directory fd is the root or below it, by
+// walking its parents (by identity, not by name) up to /.
+func (r *root) holds(fd int) bool {
+	var top unix.Stat_t
+	if unix.Fstat(r.fd, &top) != nil {
+		return false
+	}
+	cur, err := unix.Dup(fd)
+	if err != nil {
+		return false
+	}
+	defer func() { unix.Close(cur) }()
+	for range 4096 {
+		var st unix.Stat_t
+		if unix.Fstat(cur, &st) != nil {
+			return false
+		}
+		if st.Dev == top.Dev && st.Ino == top.Ino {
+			return true
+		}
+		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false
+		}
+		var pst unix.Stat_t
+		if unix.Fstat(up, &pst) != nil || (pst.Dev == st.Dev && pst.Ino == st.Ino) {
+			unix.Close(up)
+			return false // reached /
+		}
+		unix.Close(cur)
+		cur = up
+	}
+	return false
 }
 
 // Link is refused: a second name for a file elsewhere would carry this
@@ -357,11 +423,19 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		name string
 		path string
 	}{{from, name, n.abs(name)}, {to, newName, np.abs(newName)}} {
+		if e.dfd != from && flags&unix.RENAME_EXCHANGE == 0 {
+			continue
+		}
 		var st unix.Stat_t
 		// followed: a link to a program is moved as one
-		if unix.Fstatat(e.dfd, e.name, &st, 0) == nil && program(&st) &&
-			(e.dfd == from || flags&unix.RENAME_EXCHANGE != 0) {
+		if unix.Fstatat(e.dfd, e.name, &st, 0) == nil && program(&st) {
 			return n.deny(Executable, e.path, "rename")
+		}
+		// a link out to a directory completes a chain wherever it lands
+		if unix.Fstatat(e.dfd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if why := n.r.leadsOut(e.dfd, e.name); why != "" {
+				return n.deny(Executable, e.path, "rename of a link "+why)
+			}
 		}
 	}
 	return errno(unix.Renameat2(from, name, to, newName, uint(flags)))

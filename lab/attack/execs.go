@@ -16,7 +16,7 @@ import (
 // a file holding Payload with an execute bit, which a shell's PATH
 // search, npm's node_modules/.bin or rustup's toolchain directory would
 // run as the user once the session is over.
-var ExecRoutes = []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move", "write", "truncate", "symlink", "acl"}
+var ExecRoutes = []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move", "write", "truncate", "symlink", "chain", "acl"}
 
 // PlantExec ("plantexec:ROUTE#PATH") tries to leave an executable holding
 // Payload at PATH by ROUTE:
@@ -34,6 +34,9 @@ var ExecRoutes = []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move"
 //	symlink   a symbolic link at PATH to a program outside the roots
 //	          (/bin/sh: npm's `jest --ci` becomes `sh --ci`; with
 //	          python3, `eslint .` runs the workspace's __main__.py)
+//	chain     a link at PATH to chain-N/sh beside it, dangling, then
+//	          chain-N itself made a link to /bin: two links, neither
+//	          of which leads to a program when it is made (red team 5)
 //	acl       write a 0644 file, then set its POSIX access ACL to
 //	          u::rwx,g::r-x,o::r-x: a minimal ACL is folded into the
 //	          mode, an execute bit without chmod (red team 4)
@@ -72,6 +75,9 @@ func PlantExec(arg string) error {
 		return first(os.Truncate(path, 0), func() error { return appendFile(path, script) })
 	case "symlink":
 		return os.Symlink("/bin/sh", path)
+	case "chain":
+		dir := filepath.Join(filepath.Dir(path), "chain-"+filepath.Base(path))
+		return first(os.Symlink(filepath.Join(filepath.Base(dir), "sh"), path), func() error { return os.Symlink("/bin", dir) })
 	case "acl":
 		return first(os.WriteFile(path, []byte(script), 0o644), func() error {
 			return unix.Setxattr(path, "system.posix_acl_access", minimalACL(7, 5, 5), 0)
@@ -133,7 +139,7 @@ func ExecCases(ws string) ([]NameCase, error) {
 	}
 	j := func(p string) string { return filepath.Join(ws, p) }
 	var cases []NameCase
-	for i, r := range []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move", "symlink", "acl"} {
+	for i, r := range []string{"creat", "chmod", "fchmod", "mknod", "tmpfile", "move", "symlink", "chain", "acl"} {
 		cases = append(cases, NameCase{j(fmt.Sprintf("node_modules/.bin/jest%d", i)), []string{r}})
 	}
 	cases = append(cases,
