@@ -211,4 +211,12 @@ func TestPolicyInitData(t *testing.T) {
 	code, _, stderr = runIn(t, nil, "policy", "init", "--data", "/etc", "--", py, "-B", srv, vault)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "never write roots")
+	// The home's settings root: mcpguard's own policies and git's
+	// config are there (red team 5).
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".config"), 0o755))
+	code, _, stderr = runIn(t, nil, "policy", "init", "--data", filepath.Join(home, ".config"), "--", py, "-B", srv, vault)
+	assert.Equal(t, 2, code, stderr)
+	assert.Contains(t, stderr, "a settings root of the home directory")
 }

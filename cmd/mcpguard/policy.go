@@ -192,8 +192,8 @@ func dataDirs(dirs []string) ([]string, error) {
 		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("%w: --data %s: not a directory", errUsage, d)
 		}
-		if abs == "/" || abs == filepath.Clean(home) || isSystem(abs) {
-			return nil, fmt.Errorf("%w: --data %s: the home directory, / and system directories are never write roots; give the server a directory of its own", errUsage, d)
+		if why := configs.UnsafeRoot(abs); why != "" || abs == "/" || abs == filepath.Clean(home) || isSystem(abs) {
+			return nil, fmt.Errorf("%w: --data %s: %s; the home directory, its settings roots, key stores, / and system directories are never write roots; give the server a directory of its own", errUsage, d, why)
 		}
 		out = append(out, abs)
 	}
@@ -212,7 +212,12 @@ func initRefusals(w io.Writer, stderr []byte, scratch string) {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			dir = filepath.Dir(dir)
 		}
-		fmt.Fprintf(w, "mcpguard policy init: the server was refused a write to %s while it started (under init it may write only a scratch directory, its TMPDIR); if that is its data, run init again with --data %s\n", d.Target, dir)
+		target := audit.Printable(d.Target)
+		if why := configs.UnsafeRoot(dir); why != "" {
+			fmt.Fprintf(w, "mcpguard policy init: the server was refused a write to %s while it started; %s is %s, never a write root: a server that needs to write there needs a directory of its own\n", target, audit.Printable(dir), why)
+			continue
+		}
+		fmt.Fprintf(w, "mcpguard policy init: the server was refused a write to %s while it started (under init it may write only a scratch directory, its TMPDIR); if that is its data, run init again with --data %s\n", target, audit.Printable(dir))
 	}
 }
 
@@ -281,7 +286,8 @@ func printKinds(w io.Writer, p *policy.Policy) error {
 		if l.Access != "" {
 			kind += " (" + l.Access + ")"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", l.Tool, l.Arg, kind, l.Why)
+		// Tool and argument names are the server's: escaped.
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", audit.Printable(l.Tool), audit.Printable(l.Arg), kind, audit.Printable(l.Why))
 	}
 	return tw.Flush()
 }

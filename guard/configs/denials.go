@@ -8,11 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/mcpguard/mcpguard/guard/audit"
 	"github.com/mcpguard/mcpguard/guard/egress"
 	"github.com/mcpguard/mcpguard/guard/launch"
+	"github.com/mcpguard/mcpguard/guard/pathrules"
 	"github.com/mcpguard/mcpguard/guard/runtime"
 )
 
@@ -241,24 +243,76 @@ func allowLine(kind, target string) string {
 		if missingDir(d) {
 			return fmt.Sprintf("no policy line: %s does not exist on this host, and a grant of a missing directory admits nothing; if the server needs it, create it, then grant it with \"filesystem\": {\"write\": [%q]}", d, d)
 		}
-		if system(d) {
-			return fmt.Sprintf("no policy line: %s is a system directory, never a write root; a server that needs to write there is not one to run under a guard", d)
+		if why := UnsafeRoot(d); why != "" {
+			return fmt.Sprintf("no policy line: %s is %s, never granted on what a server printed; a server that needs to write there is not one to run under a guard, or needs a directory of its own", d, why)
 		}
 		if sharedTemp(d) {
 			return fmt.Sprintf("no policy line: %s is shared by every user and job (granting it gives the server everyone's temporary files); under L3 the server's $TMPDIR is a directory of its own, made and removed with the session, so a server that writes %s by name rather than through $TMPDIR needs a directory of its own set in its configuration, granted with \"filesystem\": {\"write\": [...]}", d, d)
 		}
-		if home, err := os.UserHomeDir(); err == nil && d == filepath.Clean(home) {
-			return fmt.Sprintf("no policy line: %s is the home directory, never a write root (mcpguard's own policy and audit log are there); give the server a directory of its own for what it writes there (its state path under ~/.NAME/), and grant that", d)
-		}
 		return fmt.Sprintf(`"filesystem": {"write": [%q]}`, d)
 	}
+	d := dataRoot(target)
 	if runtime.IsCode(target) {
-		return fmt.Sprintf(`"runtime": {"read": [%q]}`, runtime.CodeRoot(target))
+		d = runtime.CodeRoot(target)
 	}
-	if d := dataRoot(target); missingDir(d) {
+	if missingDir(d) {
 		return fmt.Sprintf("no policy line: %s does not exist on this host, and a grant of a missing directory admits nothing (a server looking for an optional directory is usually fine without it)", d)
 	}
-	return fmt.Sprintf(`"filesystem": {"read": [%q]}   (or "runtime": {"read": [...]} if it is code the server loads)`, dataRoot(target))
+	if why := UnsafeRoot(d); why != "" {
+		return fmt.Sprintf("no policy line: %s is %s, never granted on what a server printed (what servers need of the system the runtime grants already); if the server really needs one file there, decide on that file yourself", d, why)
+	}
+	if runtime.IsCode(target) {
+		return fmt.Sprintf(`"runtime": {"read": [%q]}`, d)
+	}
+	return fmt.Sprintf(`"filesystem": {"read": [%q]}   (or "runtime": {"read": [...]} if it is code the server loads)`, d)
+}
+
+// credentialDirs hold keys and tokens, whoever's home they are in.
+var credentialDirs = []string{".ssh", ".gnupg", ".aws", ".kube", ".docker", ".password-store", ".pki", ".azure", ".gcloud", ".git-credentials", ".netrc"}
+
+// UnsafeRoot says why d may never be proposed as a grant (a policy line in
+// advice, policy init's --data), or "" when it may: a system directory,
+// the root, the home directory or a directory above it, the home's shared
+// settings roots (~/.config, ~/.local, ~/.cache: every program's settings,
+// mcpguard's policies among them), or a credential store, judged on the
+// path as given and as its links resolve (a server names what it likes on
+// its stderr: red team 5).
+func UnsafeRoot(d string) string {
+	home, _ := os.UserHomeDir()
+	for _, p := range []string{filepath.Clean(d), realPath(d)} {
+		if p == "" {
+			continue
+		}
+		switch {
+		case system(p):
+			return "a system directory"
+		case home == "":
+		case p == filepath.Clean(home) || pathrules.Host.Within(home, p):
+			return "the home directory (mcpguard's own policies and audit log are there)"
+		}
+		if home != "" {
+			for _, r := range []string{".config", ".local", ".local/share", ".local/state", ".cache"} {
+				if p == filepath.Join(home, r) {
+					return "a settings root of the home directory, which holds every program's settings"
+				}
+			}
+		}
+		for _, c := range strings.Split(p, "/") {
+			if slices.Contains(credentialDirs, c) {
+				return "a store of keys and tokens"
+			}
+		}
+	}
+	return ""
+}
+
+// realPath is p with its links resolved, "" when that fails.
+func realPath(p string) string {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return ""
+	}
+	return r
 }
 
 // missingDir reports whether d does not exist on this host.

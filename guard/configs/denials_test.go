@@ -32,8 +32,9 @@ func hostTree(t *testing.T, dirs ...string) *strings.Replacer {
 }
 
 func TestDenialsFromStderr(t *testing.T) {
-	r := hostTree(t, "data/state", "srv/conf")
+	r := hostTree(t, "data/state", "srv/conf", "p/node_modules/@modelcontextprotocol/sdk/server")
 	require.NoError(t, os.WriteFile(r.Replace("/data/state/memory.jsonl.tmp"), nil, 0o600))
+	require.NoError(t, os.WriteFile(r.Replace("/p/node_modules/@modelcontextprotocol/sdk/server/mcp.js"), nil, 0o644))
 	stderr := []byte(r.Replace(`node:internal/modules/esm/resolve:283
 Error [ERR_MODULE_NOT_FOUND]: Cannot find module '/p/node_modules/@modelcontextprotocol/sdk/server/mcp.js' imported from /p/node_modules/@x/y/dist/index.js
 Error: EACCES: permission denied, open '/data/state/memory.jsonl.tmp'
@@ -44,8 +45,8 @@ Error: EACCES: permission denied, open '/data/state/memory.jsonl.tmp'
 `))
 	ds := Denials(nil, stderr, 10)
 	require.Len(t, ds, 5, "%+v", ds)
-	assert.Equal(t, Denial{Kind: "open", Target: "/p/node_modules/@modelcontextprotocol/sdk/server/mcp.js", From: "server stderr",
-		Allow: `"runtime": {"read": ["/p/node_modules/@modelcontextprotocol/sdk"]}`}, ds[0])
+	assert.Equal(t, Denial{Kind: "open", Target: r.Replace("/p/node_modules/@modelcontextprotocol/sdk/server/mcp.js"), From: "server stderr",
+		Allow: `"runtime": {"read": ["` + r.Replace("/p/node_modules/@modelcontextprotocol/sdk") + `"]}`}, ds[0])
 	assert.Equal(t, "open", ds[1].Kind)
 	assert.Contains(t, ds[1].Allow, r.Replace(`"filesystem": {"read": ["/data/state"]}`))
 	assert.Equal(t, "write", ds[2].Kind)
@@ -112,6 +113,39 @@ func TestDenialsOfWrappers(t *testing.T) {
 	assert.Equal(t, "exec", ds[1].Kind)
 	assert.Equal(t, "/usr/lib/chromium/chrome_crashpad_handler", ds[2].Target)
 	assert.Contains(t, ds[3].Allow, "no policy line: /nonexistent-mcpguard/Downloads does not exist on this host")
+}
+
+// TestDenialsNeverProposeSecrets: what a server prints cannot make the
+// advice grant the home, a system directory, the home's settings roots or
+// a key store, however the path is spelled or linked (red team 5: the
+// proposed "read": ["/root"] and ["/etc"] let it read 0600 files).
+func TestDenialsNeverProposeSecrets(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, d := range []string{".config/app", ".ssh", "proj"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(home, d), 0o755))
+	}
+	link := filepath.Join(t.TempDir(), "etc-link")
+	require.NoError(t, os.Symlink("/etc", link))
+	for _, line := range []string{
+		"Error: EACCES: permission denied, open '" + home + "/.bashrc'",
+		"Error: EACCES: permission denied, open '/etc/app.conf'",
+		"Error: EACCES: permission denied, open '//etc/ssl/private/x.key'",
+		"Error: EACCES: permission denied, open '/./etc/x'",
+		"Error: EACCES: permission denied, open '" + link + "/shadow'",
+		"Error: EACCES: permission denied, open '" + home + "/.config/settings.json'",
+		"Error: EACCES: permission denied, open '" + home + "/.ssh/id_rsa'",
+		"Error: EACCES: permission denied, open '" + home + "/.ssh/evil.py'",
+		"Error: EROFS: read-only file system, open '" + home + "/.config/x.json'",
+	} {
+		ds := Denials(nil, []byte(line+"\n"), 1)
+		require.Len(t, ds, 1, line)
+		assert.True(t, strings.HasPrefix(ds[0].Allow, "no policy line"), "%s: %s", line, ds[0].Allow)
+	}
+	ds := Denials(nil, []byte("Error: EACCES: permission denied, open '"+home+"/.config/app/settings.json'\n"), 1)
+	require.Len(t, ds, 1)
+	assert.Equal(t, `"filesystem": {"write": ["`+home+`/.config/app"]}`, ds[0].Allow,
+		"a program's own settings directory is fine")
 }
 
 // TestDenialsOfUnixSockets: Chromium's refused socket() and node's refused

@@ -103,11 +103,14 @@ func (x *Explainer) report(d Denial, why string) {
 	x.seen[k] = true
 	d.Allow = allowLine(d.Kind, d.Target)
 	x.first = append(x.first, d)
-	fmt.Fprintf(x.w, "mcpguard: L3 (%s) denied %s %s [%s]\n", x.backend, d.Kind, d.Target, d.From)
+	// Targets come from what the server printed: escaped, so that its
+	// control characters cannot rewrite the terminal around mcpguard's
+	// own lines (red team 5).
+	fmt.Fprintf(x.w, "mcpguard: L3 (%s) denied %s %s [%s]\n", x.backend, d.Kind, audit.Printable(d.Target), audit.Printable(d.From))
 	if why != "" {
-		fmt.Fprintf(x.w, "          %s\n", why)
+		fmt.Fprintf(x.w, "          %s\n", audit.Printable(why))
 	}
-	fmt.Fprintf(x.w, "          allow: %s\n", d.Allow)
+	fmt.Fprintf(x.w, "          allow: %s\n", audit.Printable(d.Allow))
 	if x.log != nil && d.From != "kernel" && d.From != "egress filter" {
 		x.log.Log(audit.Event{Server: x.server, Config: x.config, Layer: "L3", Rule: reportedRule(d.Kind),
 			Decision: audit.Deny, Target: d.Target,

@@ -79,6 +79,18 @@ func TestExplainerLogs(t *testing.T) {
 	assert.Equal(t, "connect", ds[0].Kind)
 }
 
+// TestExplainerEscapes: a path the server printed cannot carry terminal
+// control sequences into mcpguard's own lines (red team 5: ESC[1A ESC[2K
+// erased the lines above).
+func TestExplainerEscapes(t *testing.T) {
+	var out bytes.Buffer
+	x := NewExplainer(&out, "landlock")
+	x.Write([]byte("Error: EACCES: permission denied, open '/srv/x\x1b[1A\x1b[2Kok'\n"))
+	require.NotEmpty(t, out.String())
+	assert.NotContains(t, out.String(), "\x1b")
+	assert.Contains(t, out.String(), `/srv/x\x1b[1A\x1b[2Kok`)
+}
+
 // TestExplainerFetchFailed: a tool that answers node's bare "fetch failed"
 // for a loopback URL in its arguments was refused a host service under L3
 // (its loopback is its own): the rule that reaches it is proposed (issue
@@ -130,7 +142,7 @@ func TestExplainerCreate(t *testing.T) {
 		"PermissionError: [Errno 13] Permission denied: '"+filepath.Join(sub, "db.sqlite")+"'\n"), "tool t answered")
 	got := out.String()
 	assert.Contains(t, got, "denied write "+filepath.Join(home, ".memory.jsonl.1f2e.tmp"), got)
-	assert.Contains(t, got, "allow: no policy line: "+home+" is the home directory, never a write root")
+	assert.Contains(t, got, "allow: no policy line: "+home+" is the home directory")
 	assert.Contains(t, got, "denied write "+filepath.Join(sub, "db.sqlite"))
 	assert.Contains(t, got, `allow: "filesystem": {"write": [`+strconv.Quote(sub)+`]}`)
 }
