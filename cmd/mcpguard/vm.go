@@ -15,7 +15,6 @@ import (
 	"github.com/mcpguard/mcpguard/lab/vm"
 )
 
-
 func cmdVM(ctx context.Context, s stdio, args []string) error {
 	fs := newFlags(s, "vm", "[flags] -- CMD [ARGS...]",
 		"Runs CMD as root inside a qemu VM (TCG) whose kernel enforces BPF LSM, with the host's\n"+
