@@ -134,6 +134,9 @@ func textDenials(b []byte, from string) []Denial {
 		if kind == "open" && !missing && created(target) {
 			kind = "write"
 		}
+		if kind == "write" && launch.IsProtected(target) {
+			kind = "protected" // no grant lifts it (red team 5: .git/hooks)
+		}
 		if missing {
 			var ok bool
 			if kind, ok = hidden(target); !ok {
@@ -223,6 +226,9 @@ func allowLine(kind, target string) string {
 		host, port, err := net.SplitHostPort(target)
 		if err != nil {
 			return fmt.Sprintf(`"network": {"allow": [{"host": %q}]}`, target)
+		}
+		if ip := net.ParseIP(host); ip != nil && (ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast()) {
+			return fmt.Sprintf("no policy line: %s is a link-local, unspecified or multicast address (169.254.169.254 is a cloud's metadata service, which hands out the machine's credentials), never granted on a server's word", host)
 		}
 		line := fmt.Sprintf(`"network": {"allow": [{"host": %q, "ports": [%s]}]}`, host, port)
 		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {

@@ -142,6 +142,16 @@ func TestDenialsNeverProposeSecrets(t *testing.T) {
 		require.Len(t, ds, 1, line)
 		assert.True(t, strings.HasPrefix(ds[0].Allow, "no policy line"), "%s: %s", line, ds[0].Allow)
 	}
+	ws := filepath.Join(home, "proj")
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755))
+	for _, line := range []string{
+		"Error: EROFS: read-only file system, open '" + ws + "/.git/hooks/pre-commit'",
+		"Error: connect EACCES 169.254.169.254:80",
+	} {
+		ds := Denials(nil, []byte(line+"\n"), 1)
+		require.Len(t, ds, 1, line)
+		assert.True(t, strings.HasPrefix(ds[0].Allow, "no policy line"), "%s: %s", line, ds[0].Allow)
+	}
 	ds := Denials(nil, []byte("Error: EACCES: permission denied, open '"+home+"/.config/app/settings.json'\n"), 1)
 	require.Len(t, ds, 1)
 	assert.Equal(t, `"filesystem": {"write": ["`+home+`/.config/app"]}`, ds[0].Allow,
