@@ -1,8 +1,10 @@
 package eval
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,8 +140,8 @@ func TestCaseProcs(t *testing.T) {
 }
 
 // A case's answer comes from a scan that started after it asked: a
-// process started just before is always seen, one killed and reaped
-// before never.
+// process running before is always seen, one killed and reaped before
+// never.
 func TestProcTableFresh(t *testing.T) {
 	procs := newProcTable()
 	defer procs.close()
@@ -148,6 +150,16 @@ func TestProcTableFresh(t *testing.T) {
 		cmd := exec.Command("/bin/sleep", "30")
 		cmd.Env = append(os.Environ(), "MCPGUARD_CASE="+sb.Token)
 		require.NoError(t, cmd.Start())
+		// Start returns when the exec closed its close-on-exec pipe,
+		// which the kernel does before it lays out the new program's
+		// environment: for a moment /proc/PID/environ is empty (a flake
+		// under the race detector's load). Wait until the process is
+		// there to be seen, as any process of a case is once it runs.
+		environ := fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid)
+		require.Eventually(t, func() bool {
+			b, _ := os.ReadFile(environ)
+			return bytes.Contains(b, []byte(sb.Token))
+		}, 10*time.Second, time.Millisecond)
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Add(1)
