@@ -51,6 +51,17 @@ type denialEcho struct {
 
 const maxEchoed = 32
 
+// withDenialEcho puts a denialEcho first in stages, so that `run` prints
+// every refusal on stderr too (call prints its own). A config without
+// layers (C0) refuses nothing and keeps no stage: a stage would make the
+// proxy judge and canonicalise every message of the unguarded baseline.
+func withDenialEcho(stages []guard.Stage, w io.Writer, auditFile string) []guard.Stage {
+	if len(stages) == 0 {
+		return stages
+	}
+	return append([]guard.Stage{newDenialEcho(w, auditFile)}, stages...)
+}
+
 func newDenialEcho(w io.Writer, auditFile string) *denialEcho {
 	return &denialEcho{w: w, audit: auditFile, seen: map[string]bool{}}
 }

@@ -226,9 +226,7 @@ closed), 1 for other errors, 2 for usage.`)
 		return err
 	}
 	defer closeAudit()
-	// Every refusal on stderr too (denialEcho), first in the chain; call
-	// prints its own.
-	p.Stages = append([]guard.Stage{newDenialEcho(s.err, g.audit)}, p.Stages...)
+	p.Stages = withDenialEcho(p.Stages, s.err, g.audit)
 	stop, err := profile(*cpuProfile, *traceFile)
 	if err != nil {
 		return err

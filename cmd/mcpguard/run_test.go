@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpguard/mcpguard/guard"
 	"github.com/mcpguard/mcpguard/guard/landlock/ruleset"
 	_ "github.com/mcpguard/mcpguard/internal/testenv"
 )
@@ -134,6 +135,23 @@ func TestRunEchoesDenials(t *testing.T) {
 	assert.Contains(t, stdout, "-32010", "the client gets the refusal")
 	assert.Equal(t, 1, strings.Count(stderr, "mcpguard: denied tools/call read_file: mcpguard: denied by L1 rule path.outside_roots"), stderr)
 	assert.Contains(t, stderr, "what would allow it: mcpguard audit --file "+auditFile)
+}
+
+// TestDenialEchoNotInC0: the echo joins a chain of layers and never makes
+// one: C0 (no stage) stays the unguarded relay, not judged or
+// canonicalised.
+func TestDenialEchoNotInC0(t *testing.T) {
+	assert.Empty(t, withDenialEcho(nil, io.Discard, ""))
+	got := withDenialEcho([]guard.Stage{nopStage{}}, io.Discard, "")
+	require.Len(t, got, 2)
+	assert.IsType(t, &denialEcho{}, got[0])
+}
+
+type nopStage struct{}
+
+func (nopStage) Request(context.Context, *guard.Request) *guard.Response { return nil }
+func (nopStage) Response(_ context.Context, _ *guard.Request, r *guard.Response) *guard.Response {
+	return r
 }
 
 func TestGateExitCodes(t *testing.T) {
